@@ -1,0 +1,97 @@
+// The arbiter: one process's handle on one GPU's region. Every operation on
+// shared state takes the region's robust lock, so the checks below are
+// atomic across processes:
+//
+//   reserve   quota:    slot.reserved + n <= slot.quota
+//             capacity: header.reserved + n <= header.capacity (C)
+//   commit    reserved bytes became a real allocation
+//   rollback  the driver refused; give the reservation back
+//   release   a committed allocation was freed
+//
+// Invariant (checked by is_valid, restored by repair):
+//   header.reserved == Σ live slots' reserved
+//   slot.reserved   >= slot.allocated + slot.context
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shm/layout.h"
+#include "shm/region.h"
+
+namespace gshare::shm {
+
+struct SlotIdentity {
+  int32_t pid;
+  uint32_t uid;
+  uint64_t start_time_ticks;
+  const char* command;
+  uint64_t quota_bytes;
+};
+
+enum class ReserveStatus { kGranted, kOverQuota, kOverCapacity, kArbiterBroken };
+
+struct ReserveResult {
+  ReserveStatus status;
+  uint64_t limit_bytes;    // the quota or C that said no
+  uint64_t in_use_bytes;   // what was already reserved against that limit
+};
+
+class Arbiter {
+ public:
+  Arbiter() = default;
+  // Takes ownership of an open, writable region.
+  explicit Arbiter(const RegionFile& file) : file_(file) {}
+
+  Region* region() const { return file_.region; }
+  int fd() const { return file_.fd; }
+  const char* path() const { return file_.path; }
+  int own_slot() const { return own_slot_; }
+  Slot* slot() const { return own_slot_ >= 0 ? &file_.region->slots[own_slot_] : nullptr; }
+
+  // Claims a free slot for this process and takes its liveness lock.
+  // Returns false if the table is full even after reclaiming dead slots.
+  bool claim_slot(const SlotIdentity& who);
+  void release_slot();
+  // Forgets the slot without touching shared state: a fork()ed child, whose
+  // parent still owns it, calls this.
+  void forget_slot() { own_slot_ = -1; }
+
+  ReserveResult reserve(uint64_t bytes);
+  // `allocations` is how many ledger entries the bytes belong to: pool
+  // growth is charged with 0, a block served from a pool with 0 bytes and 1.
+  void commit(uint64_t bytes, uint32_t allocations = 1);  // +allocated
+  void rollback(uint64_t bytes);                           // -reserved
+  void release(uint64_t bytes, uint32_t allocations = 1); // -reserved, -allocated
+  // Charges bytes the driver has already spent without asking (a stream-
+  // ordered pool grew past its reservation): no limit check, may overshoot.
+  void force_charge(uint64_t bytes);
+  // Sets the driver's context memory of this process on this GPU. Not
+  // checked against limits: the driver has already spent it.
+  void set_context_bytes(uint64_t bytes);
+  void set_quota(uint64_t bytes);
+
+  // Frees slots whose owners died. Returns how many.
+  int reclaim_dead_slots();
+  // Whether any slot other than ours looks dead (cheap, lock-free scan).
+  bool has_dead_slots() const;
+
+  // Checks the invariants under the lock. For tests and debug builds.
+  bool is_valid(char* why, size_t why_len);
+
+  // Repairs shared state after a holder died mid-update. Runs with the lock
+  // held (robust_mutex_lock calls it); public for tests.
+  void repair_locked();
+
+ private:
+  struct WriteSection;
+  bool lock();
+  void unlock();
+  int reclaim_dead_slots_locked();
+  void free_slot_locked(int index);
+
+  RegionFile file_;
+  int own_slot_ = -1;
+};
+
+}  // namespace gshare::shm
