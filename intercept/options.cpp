@@ -1,0 +1,197 @@
+#include "intercept/options.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace gshare {
+
+namespace {
+
+constexpr const char* kSizeForms =
+    "a byte count (1073741824), a size with a unit (512MiB, 10GiB, 10G, 1.5T; "
+    "K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB of 1000), "
+    "or a percentage of the GPU (25%)";
+constexpr const char* kBoolForms = "1, 0, true, false, yes, no, on or off";
+constexpr const char* kLogForms = "quiet, error, warn, info or debug";
+constexpr const char* kTextForms = "a non-empty string of fewer than 256 characters";
+
+using Parser = bool (*)(const char* value, Options* out);
+
+bool parse_disable(const char* v, Options* o) { return parse_bool(v, &o->disable); }
+bool parse_mem_limit(const char* v, Options* o) { return parse_size(v, &o->mem_limit); }
+
+bool copy_text(const char* v, char* out) {
+  size_t n = strlen(v);
+  if (n == 0 || n >= kOptionTextChars) return false;
+  memcpy(out, v, n + 1);
+  return true;
+}
+bool parse_dir(const char* v, Options* o) { return v[0] == '/' && copy_text(v, o->dir); }
+bool parse_group(const char* v, Options* o) { return copy_text(v, o->group); }
+
+bool parse_log(const char* v, Options* o) {
+  static const struct { const char* name; LogLevel level; } kLevels[] = {
+      {"quiet", LogLevel::kQuiet}, {"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
+      {"info", LogLevel::kInfo},   {"debug", LogLevel::kDebug}};
+  for (const auto& l : kLevels) {
+    if (strcasecmp(v, l.name) == 0) {
+      o->log_level = l.level;
+      return true;
+    }
+  }
+  return false;
+}
+
+struct OptionRow {
+  OptionInfo info;
+  const char* accepted;
+  Parser parse;
+};
+
+// The one table of gshare's variables.
+const OptionRow kOptions[] = {
+    {{"GSHARE_DISABLE", "bool", "0",
+      "1 makes every hook pass straight through to the driver: no accounting, no limits"},
+     kBoolForms, parse_disable},
+    {{"GSHARE_MEM_LIMIT", "size", "the whole GPU",
+      "this process's device-memory quota on each GPU it uses"},
+     kSizeForms, parse_mem_limit},
+    {{"GSHARE_DIR", "path", "/dev/shm",
+      "directory of the per-GPU arbiter regions; share it between containers"},
+     "an absolute path", parse_dir},
+    {{"GSHARE_GROUP", "group", "none (mode 0600)",
+      "group that may join this user's regions (mode 0660); a name or a numeric gid"},
+     kTextForms, parse_group},
+    {{"GSHARE_LOG", "level", "warn", "how much gshare writes to stderr"}, kLogForms, parse_log},
+};
+
+OptionInfo g_infos[sizeof kOptions / sizeof kOptions[0]];
+
+// Edit distance, to suggest the intended name for an unknown one.
+size_t distance(const char* a, const char* b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 63 || lb > 63) return 64;
+  size_t row[64];
+  for (size_t j = 0; j <= lb; ++j) row[j] = j;
+  for (size_t i = 1; i <= la; ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; ++j) {
+      size_t up = row[j];
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      size_t best = diagonal + cost;
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diagonal = up;
+    }
+  }
+  return row[lb];
+}
+
+}  // namespace
+
+uint64_t SizeSpec::resolve(uint64_t gpu_bytes) const {
+  switch (kind) {
+    case kBytes: return bytes;
+    case kPercent: return uint64_t(double(gpu_bytes) * percent / 100.0);
+    case kUnset: break;
+  }
+  return gpu_bytes;
+}
+
+const OptionInfo* option_table(size_t* count) {
+  *count = sizeof kOptions / sizeof kOptions[0];
+  for (size_t i = 0; i < *count; ++i) g_infos[i] = kOptions[i].info;
+  return g_infos;
+}
+
+bool parse_bool(const char* text, bool* out) {
+  static const char* const kTrue[] = {"1", "true", "yes", "on"};
+  static const char* const kFalse[] = {"0", "false", "no", "off"};
+  for (const char* t : kTrue)
+    if (strcasecmp(text, t) == 0) return *out = true, true;
+  for (const char* f : kFalse)
+    if (strcasecmp(text, f) == 0) return *out = false, true;
+  return false;
+}
+
+bool parse_size(const char* text, SizeSpec* out) {
+  // Number: digits with at most one '.', then an optional unit or '%'.
+  const char* p = text;
+  bool seen_digit = false, seen_dot = false;
+  while ((*p >= '0' && *p <= '9') || (*p == '.' && !seen_dot)) {
+    if (*p == '.') seen_dot = true; else seen_digit = true;
+    ++p;
+  }
+  if (!seen_digit || p - text > 32) return false;
+  char number[40];
+  memcpy(number, text, size_t(p - text));
+  number[p - text] = '\0';
+  const char* unit = p;
+
+  if (strcmp(unit, "%") == 0) {
+    double percent = strtod(number, nullptr);
+    if (!(percent > 0.0 && percent <= 100.0)) return false;
+    *out = SizeSpec{SizeSpec::kPercent, 0, percent};
+    return true;
+  }
+  static const struct { const char* name; double scale; } kUnits[] = {
+      {"", 1},       {"B", 1},
+      {"K", 0x1p10}, {"KiB", 0x1p10}, {"KB", 1e3},
+      {"M", 0x1p20}, {"MiB", 0x1p20}, {"MB", 1e6},
+      {"G", 0x1p30}, {"GiB", 0x1p30}, {"GB", 1e9},
+      {"T", 0x1p40}, {"TiB", 0x1p40}, {"TB", 1e12},
+  };
+  for (const auto& u : kUnits) {
+    if (strcmp(unit, u.name) != 0) continue;
+    if (u.scale == 1 && seen_dot) return false;  // a fraction of a byte
+    double bytes = std::floor(strtod(number, nullptr) * u.scale);
+    if (!(bytes >= 1.0 && bytes < 0x1p63)) return false;  // zero or absurd
+    *out = SizeSpec{SizeSpec::kBytes, uint64_t(bytes), 0};
+    return true;
+  }
+  return false;
+}
+
+bool parse_options(const char* const* environment, Options* out, char* error, size_t error_len) {
+  *out = Options{};
+  const size_t count = sizeof kOptions / sizeof kOptions[0];
+  for (const char* const* entry = environment; entry && *entry; ++entry) {
+    const char* kv = *entry;
+    if (strncmp(kv, "GSHARE_", 7) != 0) continue;
+    const char* equals = strchr(kv, '=');
+    if (!equals) continue;
+    size_t name_len = size_t(equals - kv);
+    const char* value = equals + 1;
+    const OptionRow* row = nullptr;
+    for (size_t i = 0; i < count; ++i) {
+      if (strlen(kOptions[i].info.name) == name_len &&
+          strncmp(kOptions[i].info.name, kv, name_len) == 0) {
+        row = &kOptions[i];
+        break;
+      }
+    }
+    if (!row) {
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", int(name_len < 63 ? name_len : 63), kv);
+      const char* best = kOptions[0].info.name;
+      for (size_t i = 1; i < count; ++i)
+        if (distance(name, kOptions[i].info.name) < distance(name, best)) best = kOptions[i].info.name;
+      snprintf(error, error_len,
+               "%s is not a gshare variable (did you mean %s?); refusing to start without it "
+               "rather than run with settings you did not ask for", name, best);
+      return false;
+    }
+    if (!row->parse(value, out)) {
+      snprintf(error, error_len, "%s=%.*s is not valid; accepted: %s", row->info.name, 120, value,
+               row->accepted);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace gshare

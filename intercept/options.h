@@ -1,0 +1,56 @@
+// Every GSHARE_* variable, in one table (options.cpp): name, type, default,
+// one-line description. Parsed once, at cuInit, from the environment.
+//
+// A bad value is never ignored: parse_options fails with one sentence naming
+// the variable, the bad value and the accepted forms, and cuInit then returns
+// CUDA_ERROR_INVALID_VALUE. An unknown GSHARE_* name is an error too, so a
+// typo such as GSHARE_MEM_LIMT=4GiB cannot silently run without a limit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "intercept/log.h"
+
+namespace gshare {
+
+// A size as the user wrote it: bytes, or a percentage of the GPU's memory,
+// which is only known once a device is in use.
+struct SizeSpec {
+  enum Kind { kUnset, kBytes, kPercent } kind = kUnset;
+  uint64_t bytes = 0;
+  double percent = 0;
+
+  // The size in bytes on a GPU of `gpu_bytes`; `gpu_bytes` when unset.
+  uint64_t resolve(uint64_t gpu_bytes) const;
+};
+
+inline constexpr size_t kOptionTextChars = 256;
+
+struct Options {
+  bool disable = false;
+  SizeSpec mem_limit;
+  char dir[kOptionTextChars] = "/dev/shm";
+  char group[kOptionTextChars] = "";
+  LogLevel log_level = LogLevel::kWarn;
+};
+
+struct OptionInfo {
+  const char* name;
+  const char* type;
+  const char* default_value;
+  const char* description;
+};
+
+// The table, for the README and `gshare-top --help-env`.
+const OptionInfo* option_table(size_t* count);
+
+// Parses the GSHARE_* entries of a NULL-terminated environment array.
+// Returns false with one explanatory sentence in `error` on the first problem.
+bool parse_options(const char* const* environment, Options* out, char* error, size_t error_len);
+
+// Single-value parsers, exposed for tests.
+bool parse_size(const char* text, SizeSpec* out);
+bool parse_bool(const char* text, bool* out);
+
+}  // namespace gshare
