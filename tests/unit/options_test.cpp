@@ -1,0 +1,111 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "intercept/options.h"
+
+using gshare::Options;
+using gshare::parse_options;
+using gshare::parse_size;
+using gshare::SizeSpec;
+
+namespace {
+uint64_t bytes_of(const char* text) {
+  SizeSpec s;
+  REQUIRE(parse_size(text, &s));
+  REQUIRE(s.kind == SizeSpec::kBytes);
+  return s.bytes;
+}
+bool rejected(const char* text) {
+  SizeSpec s;
+  return !parse_size(text, &s);
+}
+std::string parse_error(std::initializer_list<const char*> env) {
+  std::vector<const char*> array(env);
+  array.push_back(nullptr);
+  Options o;
+  char error[512] = "";
+  if (parse_options(array.data(), &o, error, sizeof error)) return "";
+  return error;
+}
+}  // namespace
+
+TEST_CASE("sizes accept bytes, binary and decimal units") {
+  CHECK(bytes_of("1073741824") == 1073741824ull);
+  CHECK(bytes_of("512MiB") == 512ull << 20);
+  CHECK(bytes_of("10GiB") == 10ull << 30);
+  CHECK(bytes_of("10G") == 10ull << 30);
+  CHECK(bytes_of("10GB") == 10000000000ull);
+  CHECK(bytes_of("1.5T") == 3ull << 39);
+  CHECK(bytes_of("4096B") == 4096);
+  CHECK(bytes_of("64K") == 65536);
+}
+
+TEST_CASE("sizes accept a percentage of the GPU") {
+  SizeSpec s;
+  REQUIRE(parse_size("25%", &s));
+  CHECK(s.kind == SizeSpec::kPercent);
+  CHECK(s.resolve(8ull << 30) == 2ull << 30);
+  REQUIRE(parse_size("12.5%", &s));
+  CHECK(s.resolve(800) == 100);
+  CHECK(SizeSpec{}.resolve(1234) == 1234);  // unset: the whole GPU
+}
+
+TEST_CASE("bad sizes are rejected, never read as unlimited or zero") {
+  for (const char* bad : {"", "abc", "10 GiB", " 10GiB", "10GiBs", "-1", "0", "0GiB", "0%",
+                          "101%", "1.5", "1.2.3G", "10g", "GiB", "%", "99999999999999999999T",
+                          "1e9"}) {
+    INFO(bad);
+    CHECK(rejected(bad));
+  }
+}
+
+TEST_CASE("options parse from the environment") {
+  const char* env[] = {"PATH=/bin", "GSHARE_MEM_LIMIT=2GiB", "GSHARE_DIR=/tmp/x",
+                       "GSHARE_DISABLE=no", "GSHARE_LOG=debug", nullptr};
+  Options o;
+  char error[512];
+  REQUIRE(parse_options(env, &o, error, sizeof error));
+  CHECK(o.mem_limit.bytes == 2ull << 30);
+  CHECK(std::string(o.dir) == "/tmp/x");
+  CHECK_FALSE(o.disable);
+  CHECK(o.log_level == gshare::LogLevel::kDebug);
+}
+
+TEST_CASE("defaults hold when nothing is set") {
+  const char* env[] = {"HOME=/root", nullptr};
+  Options o;
+  char error[512];
+  REQUIRE(parse_options(env, &o, error, sizeof error));
+  CHECK(o.mem_limit.kind == SizeSpec::kUnset);
+  CHECK(std::string(o.dir) == "/dev/shm");
+  CHECK(std::string(o.group).empty());
+}
+
+TEST_CASE("a bad value names the variable, the value and the accepted forms") {
+  std::string e = parse_error({"GSHARE_MEM_LIMIT=lots"});
+  CHECK(e.find("GSHARE_MEM_LIMIT=lots") != std::string::npos);
+  CHECK(e.find("512MiB") != std::string::npos);
+  CHECK(e.find("25%") != std::string::npos);
+  CHECK_FALSE(parse_error({"GSHARE_DISABLE=maybe"}).empty());
+  CHECK_FALSE(parse_error({"GSHARE_DIR=relative/path"}).empty());
+  CHECK_FALSE(parse_error({"GSHARE_LOG=loud"}).empty());
+}
+
+TEST_CASE("a misspelt variable is an error with a suggestion") {
+  std::string e = parse_error({"GSHARE_MEM_LIMT=4GiB"});
+  CHECK(e.find("GSHARE_MEM_LIMT") != std::string::npos);
+  CHECK(e.find("did you mean GSHARE_MEM_LIMIT") != std::string::npos);
+}
+
+TEST_CASE("the table documents every variable") {
+  size_t count = 0;
+  const gshare::OptionInfo* table = gshare::option_table(&count);
+  REQUIRE(count >= 5);
+  for (size_t i = 0; i < count; ++i) {
+    CHECK(std::strncmp(table[i].name, "GSHARE_", 7) == 0);
+    CHECK(std::strlen(table[i].description) > 10);
+    CHECK(std::strlen(table[i].default_value) > 0);
+  }
+}

@@ -1,0 +1,276 @@
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "shm/arbiter.h"
+#include "shm/region.h"
+#include "shm/snapshot.h"
+
+using namespace gshare::shm;
+
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr const char* kUuid = "GPU-00000000-1111-2222-3333-444444444444";
+
+struct TempDir {
+  TempDir() {
+    char pattern[] = "/tmp/gshare-unit-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() { (void)!system(("rm -rf " + path).c_str()); }
+  std::string path;
+};
+
+Arbiter open_arbiter(const std::string& dir, uint64_t capacity = 8 * kGiB) {
+  RegionFile file;
+  char error[kErrorChars] = "";
+  RegionAccess access{dir.c_str(), nullptr};
+  INFO(error);
+  REQUIRE(open_or_create_region(access, kUuid, capacity, &file, error, sizeof error));
+  return Arbiter(file);
+}
+
+SlotIdentity identity(uint64_t quota) {
+  return SlotIdentity{int32_t(getpid()), uint32_t(getuid()), 1, "unit-test", quota};
+}
+
+bool valid(Arbiter& a) {
+  char why[200] = "";
+  bool ok = a.is_valid(why, sizeof why);
+  if (!ok) FAIL_CHECK(why);
+  return ok;
+}
+
+// Runs `body` in a child process and waits for it.
+template <class Body>
+int in_child(Body body) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+// Live processes as another process sees them: a process never sees its own
+// POSIX locks, so the view is taken from a child, like gshare-top.
+int live_processes_seen_from_outside(const std::string& dir) {
+  int status = in_child([&] {
+    std::vector<GpuSnapshot> view = snapshot_regions(dir);
+    _exit(view.size() == 1 ? int(view[0].processes.size()) : 255);
+  });
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("a new region is published whole, owner-only, and reopened by others") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  const RegionHeader& h = a.region()->header;
+  CHECK(h.magic == kRegionMagic);
+  CHECK(h.layout_version == kLayoutVersion);
+  CHECK(h.capacity_bytes == 8 * kGiB);
+  CHECK(std::string(h.gpu_uuid) == kUuid);
+  struct stat st;
+  REQUIRE(stat(a.path(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  Arbiter b = open_arbiter(dir.path, 1);  // capacity comes from the creator
+  CHECK(b.region()->header.capacity_bytes == 8 * kGiB);
+}
+
+TEST_CASE("with GSHARE_GROUP the region is shared with that group, mode 0660") {
+  TempDir dir;
+  group* own = getgrgid(getgid());
+  REQUIRE(own);
+  RegionFile file;
+  char error[kErrorChars] = "";
+  RegionAccess access{dir.path.c_str(), own->gr_name};
+  REQUIRE(open_or_create_region(access, kUuid, kGiB, &file, error, sizeof error));
+  struct stat st;
+  REQUIRE(stat(file.path, &st) == 0);
+  CHECK((st.st_mode & 0777) == 0660);
+  CHECK(st.st_gid == getgid());
+  close_region(&file);
+
+  TempDir other;
+  RegionAccess unknown{other.path.c_str(), "no-such-group-gshare"};
+  CHECK_FALSE(open_or_create_region(unknown, kUuid, kGiB, &file, error, sizeof error));
+  CHECK(std::string(error).find("GSHARE_GROUP=no-such-group-gshare") != std::string::npos);
+}
+
+TEST_CASE("reservations hold the quota and the GPU's capacity") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(3 * kGiB)));
+  CHECK(a.reserve(2 * kGiB).status == ReserveStatus::kGranted);
+  a.commit(2 * kGiB);
+  ReserveResult over = a.reserve(2 * kGiB);
+  CHECK(over.status == ReserveStatus::kOverQuota);
+  CHECK(over.limit_bytes == 3 * kGiB);
+  CHECK(over.in_use_bytes == 2 * kGiB);
+  CHECK(a.slot()->denied_count == 1);
+  a.release(2 * kGiB);
+  CHECK(a.slot()->reserved_bytes == 0);
+  CHECK(a.region()->header.reserved_bytes == 0);
+  CHECK(valid(a));
+}
+
+TEST_CASE("two processes share the capacity and a dead one's bytes come back") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  int status = in_child([&] {
+    Arbiter child = open_arbiter(dir.path);
+    if (!child.claim_slot(identity(8 * kGiB))) _exit(1);
+    if (child.reserve(6 * kGiB).status != ReserveStatus::kGranted) _exit(2);
+    child.commit(6 * kGiB);
+    _exit(0);  // dies holding 6 GiB: its liveness lock goes with it
+  });
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(a.region()->header.reserved_bytes == 6 * kGiB);
+  CHECK(a.has_dead_slots());
+  // Asking for more than is left reclaims the dead process first.
+  CHECK(a.reserve(4 * kGiB).status == ReserveStatus::kGranted);
+  CHECK(a.region()->header.reserved_bytes == 4 * kGiB);
+  CHECK(a.region()->header.reclaimed_slots == 1);
+  CHECK(valid(a));
+}
+
+TEST_CASE("a newcomer clears out the dead before it claims a slot") {
+  TempDir dir;
+  int status = in_child([&] {
+    Arbiter child = open_arbiter(dir.path);
+    if (!child.claim_slot(identity(8 * kGiB))) _exit(1);
+    if (child.reserve(6 * kGiB).status != ReserveStatus::kGranted) _exit(2);
+    _exit(0);
+  });
+  REQUIRE(WEXITSTATUS(status) == 0);
+  Arbiter a = open_arbiter(dir.path);
+  CHECK(a.region()->header.reserved_bytes == 6 * kGiB);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  CHECK(a.region()->header.reserved_bytes == 0);
+  CHECK(a.region()->header.reclaimed_slots == 1);
+}
+
+TEST_CASE("a live process's reservation is respected across processes") {
+  TempDir dir;
+  int ready[2], done[2];
+  REQUIRE(pipe(ready) == 0);
+  REQUIRE(pipe(done) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    Arbiter child = open_arbiter(dir.path);
+    bool ok = child.claim_slot(identity(8 * kGiB)) &&
+              child.reserve(6 * kGiB).status == ReserveStatus::kGranted;
+    char c = ok ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(done[0], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  REQUIRE(c == 'y');
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  ReserveResult r = a.reserve(4 * kGiB);
+  CHECK(r.status == ReserveStatus::kOverCapacity);
+  CHECK(r.in_use_bytes == 6 * kGiB);
+  CHECK(a.reclaim_dead_slots() == 0);
+  CHECK(live_processes_seen_from_outside(dir.path) == 2);
+  (void)!write(done[1], "x", 1);
+  waitpid(pid, nullptr, 0);
+  CHECK(live_processes_seen_from_outside(dir.path) == 1);  // the dead one vanishes at once
+  CHECK(a.reserve(4 * kGiB).status == ReserveStatus::kGranted);
+}
+
+TEST_CASE("a holder killed mid-update leaves the state repaired, not wedged") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  REQUIRE(a.reserve(1 * kGiB).status == ReserveStatus::kGranted);
+  a.commit(1 * kGiB);
+  int status = in_child([&] {
+    Arbiter child = open_arbiter(dir.path);
+    if (!child.claim_slot(identity(8 * kGiB))) _exit(1);
+    // Take the lock and die half-way through an update: the slot's bytes
+    // changed, the GPU total did not, and the seqlock is left odd.
+    Region* r = child.region();
+    pthread_mutex_lock(&r->header.lock);
+    r->header.seq.fetch_add(1);
+    r->slots[child.own_slot()].reserved_bytes += 3 * kGiB;
+    r->slots[a.own_slot()].reserved_bytes = 0;  // even corrupts another slot
+    _exit(0);
+  });
+  REQUIRE(WEXITSTATUS(status) == 0);
+  // The next lock sees EOWNERDEAD and repairs before anyone reads the state.
+  CHECK(a.reserve(1 * kGiB).status == ReserveStatus::kGranted);
+  CHECK(a.region()->header.repairs == 1);
+  CHECK(valid(a));
+  CHECK(a.slot()->reserved_bytes == 2 * kGiB);  // restored to at least what it holds, plus the new one
+  CHECK(a.region()->header.reserved_bytes == 2 * kGiB);
+  CHECK((a.region()->header.seq.load() & 1u) == 0);
+}
+
+TEST_CASE("a region of another layout version is refused with a clear reason") {
+  TempDir dir;
+  {
+    Arbiter a = open_arbiter(dir.path);
+    a.region()->header.layout_version = kLayoutVersion + 1;
+  }
+  RegionFile file;
+  char error[kErrorChars] = "";
+  RegionAccess access{dir.path.c_str(), nullptr};
+  CHECK_FALSE(open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error));
+  CHECK(std::string(error).find("another gshare version") != std::string::npos);
+  auto view = snapshot_regions(dir.path);
+  REQUIRE(view.size() == 1);
+  CHECK_FALSE(view[0].error.empty());
+}
+
+TEST_CASE("a truncated or garbage region is refused, never mapped past its end") {
+  TempDir dir;
+  char path[kPathChars];
+  REQUIRE(region_path(dir.path.c_str(), kUuid, path, sizeof path));
+  for (size_t bytes : {size_t(0), size_t(100), sizeof(Region)}) {
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(fd >= 0);
+    std::string junk(bytes, '\x5a');
+    REQUIRE(write(fd, junk.data(), junk.size()) == ssize_t(junk.size()));
+    close(fd);
+    RegionFile file;
+    char error[kErrorChars] = "";
+    RegionAccess access{dir.path.c_str(), nullptr};
+    CHECK_FALSE(open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error));
+    CHECK(std::strlen(error) > 10);
+  }
+}
+
+TEST_CASE("a full process table says so and reclaiming frees it") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  // Fill every slot with a dead owner.
+  int status = in_child([&] {
+    for (uint32_t i = 0; i < kMaxSlots; ++i) {
+      Arbiter filler = open_arbiter(dir.path);
+      if (!filler.claim_slot(identity(kGiB))) _exit(1);
+    }
+    _exit(0);
+  });
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(a.claim_slot(identity(kGiB)));  // the dead fillers are reclaimed
+  CHECK(a.region()->header.reclaimed_slots == kMaxSlots);
+}
