@@ -1,0 +1,53 @@
+#include "allocator/context_memory.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "allocator/devices.h"
+#include "intercept/driver_api.h"
+#include "intercept/log.h"
+
+namespace gshare::allocator {
+
+namespace {
+std::atomic<bool> g_said_no_nvml{false};
+std::atomic<bool> g_said_not_listed{false};
+
+// NVML's own figure for this process on `device`. False if it cannot tell.
+bool process_bytes_from_nvml(const Device& device, uint64_t* bytes) {
+  const DriverApi& api = driver();
+  if (!load_nvml_for_gshare() || !api.nvml_device_get_handle_by_uuid ||
+      !api.nvml_device_get_compute_running_processes) {
+    if (!g_said_no_nvml.exchange(true))
+      GSHARE_WARN("NVML (libnvidia-ml.so.1) is not available: the driver's per-context memory "
+                  "is not counted against quotas");
+    return false;
+  }
+  nvml::Device handle;
+  if (api.nvml_device_get_handle_by_uuid(device.uuid, &handle) != nvml::kSuccess) return false;
+  nvml::ProcessInfo processes[256];
+  unsigned int count = sizeof processes / sizeof processes[0];
+  if (api.nvml_device_get_compute_running_processes(handle, &count, processes) != nvml::kSuccess)
+    return false;
+  const unsigned int self = unsigned(getpid());
+  for (unsigned int i = 0; i < count; ++i) {
+    if (processes[i].pid != self) continue;
+    *bytes = processes[i].usedGpuMemory;
+    return true;
+  }
+  if (!g_said_not_listed.exchange(true))
+    GSHARE_INFO("NVML does not list pid %u on GPU %s (another PID namespace?): the driver's "
+                "per-context memory is not counted", self, device.uuid);
+  return false;
+}
+}  // namespace
+
+void refresh_context_bytes(Device& device) {
+  uint64_t held = 0;
+  if (!process_bytes_from_nvml(device, &held)) return;
+  uint64_t allocated = device.account.allocated_bytes();
+  device.account.set_context_bytes(held > allocated ? held - allocated : 0);
+}
+
+}  // namespace gshare::allocator

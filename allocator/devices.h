@@ -1,0 +1,72 @@
+// The GPUs this process uses. A device is attached on first use: its UUID
+// names the arbiter region, a slot is claimed there, and the quota is fixed
+// (a percentage quota needs the GPU's size, known only now).
+//
+// Devices are indexed by the CUDA ordinal this process sees, which
+// CUDA_VISIBLE_DEVICES renumbers; the region is named by UUID, so two
+// processes that number one GPU differently still meet in one region.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "allocator/device_account.h"
+#include "intercept/options.h"
+#include "shm/layout.h"
+
+namespace gshare::allocator {
+
+inline constexpr int kMaxDevices = 64;
+
+struct Device {
+  int ordinal = -1;
+  char uuid[shm::kUuidChars] = {};
+  uint64_t physical_bytes = 0;  // the GPU's memory, as the driver reports it
+  DeviceAccount account;
+  std::atomic<bool> attached{false};
+};
+
+// Keeps the options for attaching devices later. Called once at cuInit.
+void configure_devices(const Options& options);
+
+// The device of the calling thread's current context, attached. Null when
+// the thread has no context (the driver call will then fail by itself).
+Device* current_device();
+// Device `ordinal`, attached. Null if the driver does not know it.
+Device* device_at(int ordinal);
+// Device `ordinal` if already attached, else null. Never attaches.
+Device* attached_device(int ordinal);
+// The device whose UUID is `uuid` ("GPU-..."), if attached.
+Device* attached_device_by_uuid(const char* uuid);
+
+// The quota on a GPU of `physical_bytes`, from GSHARE_MEM_LIMIT.
+uint64_t quota_for(uint64_t physical_bytes);
+
+// The only attached slot, or null when the process uses no device or
+// several: lets the launch path count without asking the driver which
+// device a stream belongs to.
+shm::Slot* only_slot();
+
+// Calls fn(Device&) for each attached device.
+template <class Fn>
+void for_each_attached_device(Fn&& fn);
+
+// In a fork()ed child: the parent owns the slots; attach afresh on use.
+void forget_devices_after_fork();
+
+// Formats a CUDA UUID the way nvidia-smi does: GPU-xxxxxxxx-xxxx-....
+void format_uuid(const CUuuid& uuid, char* out, size_t out_len);
+
+namespace detail {
+extern Device g_devices[kMaxDevices];
+}
+
+template <class Fn>
+void for_each_attached_device(Fn&& fn) {
+  for (Device& d : detail::g_devices)
+    if (d.attached.load(std::memory_order_acquire)) fn(d);
+}
+
+}  // namespace gshare::allocator

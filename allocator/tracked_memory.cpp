@@ -1,0 +1,110 @@
+#include "allocator/tracked_memory.h"
+
+#include <time.h>
+
+#include <atomic>
+
+#include "allocator/pools.h"
+#include "intercept/driver_api.h"
+#include "intercept/log.h"
+
+namespace gshare::allocator {
+
+namespace {
+// Constant-initialised and never destroyed: hooks may run before any
+// constructor and after main returns, in any order (and a function-local
+// static would drag in the C++ exception runtime for its guard).
+union NeverDestroyed {
+  constexpr NeverDestroyed() : ledger() {}
+  ~NeverDestroyed() {}
+  Ledger ledger;
+};
+constinit NeverDestroyed g_ledger;
+}  // namespace
+
+Ledger& ledger() { return g_ledger.ledger; }
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+CUresult refuse(const Device& device, const char* call, uint64_t bytes,
+                const shm::ReserveResult& why) {
+  const double MiB = 1024.0 * 1024.0;
+  switch (why.status) {
+    case shm::ReserveStatus::kOverQuota:
+      GSHARE_WARN("%s of %.1f MiB on GPU %s refused: over this process's quota "
+                  "(%.1f MiB of %.1f MiB in use; GSHARE_MEM_LIMIT)",
+                  call, double(bytes) / MiB, device.uuid, double(why.in_use_bytes) / MiB,
+                  double(why.limit_bytes) / MiB);
+      break;
+    case shm::ReserveStatus::kOverCapacity:
+      GSHARE_WARN("%s of %.1f MiB on GPU %s refused: the GPU is full "
+                  "(%.1f MiB of %.1f MiB reserved by gshare processes)",
+                  call, double(bytes) / MiB, device.uuid, double(why.in_use_bytes) / MiB,
+                  double(why.limit_bytes) / MiB);
+      break;
+    default:
+      GSHARE_ERROR("%s of %.1f MiB on GPU %s refused: the arbiter is unusable", call,
+                   double(bytes) / MiB, device.uuid);
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes, uint64_t handle) {
+  Allocation a;
+  a.key = key;
+  a.bytes = bytes;
+  a.birth_ns = monotonic_ns();
+  a.handle = handle;
+  a.device = int16_t(device.ordinal);
+  a.kind = kind;
+  CUcontext context = nullptr;
+  if (kind != AllocationKind::kPhysical && kind != AllocationKind::kMapping)
+    driver().ctx_get_current(&context);
+  a.context = reinterpret_cast<uint64_t>(context);
+  if (!ledger().insert(a))
+    GSHARE_ERROR("ledger full: %llu bytes at %#llx stay counted until this process exits",
+                 (unsigned long long)bytes, (unsigned long long)key);
+}
+
+void release_entry(const Allocation& entry) {
+  Device* device = attached_device(entry.device);
+  if (!device) return;
+  if (entry.kind == AllocationKind::kPoolBlock) {
+    // The pool keeps the memory; its charge follows the pool's size.
+    device->account.release(0, 1);
+    note_pool_block_freed(*device);
+    return;
+  }
+  device->account.release(entry.bytes);
+}
+
+void forget_context_allocations(CUcontext context) {
+  if (!context) return;
+  uint64_t key = reinterpret_cast<uint64_t>(context);
+  size_t forgotten = ledger().drain_if(
+      [key](const Allocation& a) {
+        return a.context == key && a.kind != AllocationKind::kPhysical &&
+               a.kind != AllocationKind::kMapping;
+      },
+      [](const Allocation& a) { release_entry(a); });
+  if (forgotten > 0) GSHARE_INFO("context %p destroyed with %zu live allocations", context, forgotten);
+  forget_context_pools(context);
+}
+
+namespace {
+std::atomic<CUcontext> g_primary_contexts[kMaxDevices];
+}
+
+void remember_primary_context(int device, CUcontext context) {
+  if (device >= 0 && device < kMaxDevices) g_primary_contexts[device].store(context);
+}
+
+CUcontext primary_context(int device) {
+  return device >= 0 && device < kMaxDevices ? g_primary_contexts[device].load() : nullptr;
+}
+
+}  // namespace gshare::allocator

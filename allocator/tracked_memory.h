@@ -1,0 +1,86 @@
+// Reserve, then allocate (DESIGN.md): the sequence every allocation hook
+// runs, and its mirror for frees.
+//
+//   reserve   the bytes in the arbiter, atomically against the quota and C
+//   call      the real driver function
+//   commit    on success, and record the allocation in the ledger
+//   rollback  on failure: the reservation goes back, the driver's error too
+//
+// Over a limit the driver is never called and the caller gets
+// CUDA_ERROR_OUT_OF_MEMORY, which PyTorch's caching allocator answers by
+// freeing its cache and retrying, so a quota also trims caches.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "allocator/devices.h"
+#include "allocator/ledger.h"
+#include "shm/arbiter.h"
+
+namespace gshare::allocator {
+
+Ledger& ledger();
+
+uint64_t monotonic_ns();
+
+// Logs why `bytes` were refused (rate-capped) and returns OUT_OF_MEMORY.
+CUresult refuse(const Device& device, const char* call, uint64_t bytes,
+                const shm::ReserveResult& why);
+
+// Records a committed allocation. If the ledger cannot grow (no memory for
+// its table) the bytes stay charged: over-counting is safe, losing track is
+// not.
+void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes,
+            uint64_t handle = 0);
+
+// Runs `call(&key)` for an allocation of a size known in advance.
+template <class Call>
+CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name, uint64_t bytes,
+                          Call&& call) {
+  shm::ReserveResult granted = device.account.reserve(bytes);
+  if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
+  uint64_t key = 0;
+  CUresult result = call(&key);
+  if (result != CUDA_SUCCESS) {
+    device.account.rollback(bytes);
+    return result;
+  }
+  device.account.commit(bytes);
+  record(device, kind, key, bytes);
+  return result;
+}
+
+// Gives back what a removed ledger entry charged.
+void release_entry(const Allocation& entry);
+
+// Frees a pointer-keyed allocation with `call()`. A pointer gshare never saw
+// passes through untouched. The ledger entry is taken out *before* the
+// driver frees, so that no other thread can be handed the same address and
+// record it while the old entry still stands; it is put back if the driver
+// refuses the free.
+template <class Call>
+CUresult free_tracked(uint64_t pointer, Call&& call) {
+  Allocation entry;
+  if (!ledger().remove(AllocationKind::kDevice, pointer, &entry)) return call();
+  CUresult result = call();
+  if (result != CUDA_SUCCESS) {
+    ledger().insert(entry);
+    return result;
+  }
+  release_entry(entry);
+  return result;
+}
+
+// A context was destroyed: the driver freed every allocation made in it.
+// Drops this process's records of them and gives their bytes back
+// (physical cuMemCreate memory belongs to no context and stays).
+void forget_context_allocations(CUcontext context);
+
+// The primary context of each device, learnt from cuDevicePrimaryCtxRetain,
+// so that a reset or last release can forget what died with it.
+void remember_primary_context(int device, CUcontext context);
+CUcontext primary_context(int device);
+
+}  // namespace gshare::allocator

@@ -1,0 +1,64 @@
+#include "allocator/upkeep.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+
+#include "allocator/context_memory.h"
+#include "allocator/devices.h"
+#include "allocator/pools.h"
+#include "intercept/log.h"
+
+namespace gshare::allocator {
+
+namespace {
+std::atomic<bool> g_started{false};
+constexpr long kTickNs = 250'000'000;
+constexpr int kTicksPerRefresh = 4;
+
+void* upkeep_loop(void*) {
+  // Keep the program's signals for the program's own threads.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  for (unsigned tick = 0;; ++tick) {
+    timespec pause{0, kTickNs};
+    nanosleep(&pause, nullptr);
+    for_each_attached_device([&](Device& d) {
+      if (d.account.shared() && d.account.arbiter().has_dead_slots()) {
+        int reclaimed = d.account.arbiter().reclaim_dead_slots();
+        if (reclaimed > 0)
+          GSHARE_INFO("GPU %s: reclaimed %d dead process(es)", d.uuid, reclaimed);
+      }
+      if (tick % kTicksPerRefresh == 0) {
+        refresh_context_bytes(d);
+        refresh_pool_charges(d);
+      }
+    });
+  }
+  return nullptr;
+}
+}  // namespace
+
+void start_upkeep() {
+  if (g_started.exchange(true)) return;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, upkeep_loop, nullptr) != 0) {
+    GSHARE_WARN("cannot start the upkeep thread: dead processes are reclaimed only when "
+                "this process allocates");
+    g_started.store(false);
+  } else {
+    pthread_setname_np(thread, "gshare-upkeep");
+  }
+  pthread_attr_destroy(&attr);
+}
+
+void forget_upkeep_after_fork() { g_started.store(false); }
+
+}  // namespace gshare::allocator
