@@ -1,0 +1,69 @@
+#include "intercept/driver_api.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include "intercept/log.h"
+#include "intercept/real_dlsym.h"
+
+namespace gshare {
+
+namespace {
+DriverApi g_api;
+pthread_once_t g_driver_once = PTHREAD_ONCE_INIT;
+pthread_once_t g_nvml_once = PTHREAD_ONCE_INIT;
+bool g_nvml_ok = false;
+
+template <class Fn>
+void look_up(void* handle, Fn* slot, const char* name, const char* fallback = nullptr) {
+  void* f = intercept::real_dlsym()(handle, name);
+  if (!f && fallback) f = intercept::real_dlsym()(handle, fallback);
+  *slot = reinterpret_cast<Fn>(f);
+}
+
+// Handle lookups reach libcuda's own functions, never gshare's wrappers.
+void fill_driver() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return;
+  look_up(h, &g_api.ctx_get_current, "cuCtxGetCurrent");
+  look_up(h, &g_api.ctx_get_device, "cuCtxGetDevice");
+  look_up(h, &g_api.device_get, "cuDeviceGet");
+  look_up(h, &g_api.device_get_uuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
+  look_up(h, &g_api.device_total_mem, "cuDeviceTotalMem_v2");
+  look_up(h, &g_api.device_primary_ctx_get_state, "cuDevicePrimaryCtxGetState");
+  look_up(h, &g_api.mem_get_info, "cuMemGetInfo_v2");
+  look_up(h, &g_api.device_get_mem_pool, "cuDeviceGetMemPool");
+  look_up(h, &g_api.mem_pool_get_attribute, "cuMemPoolGetAttribute");
+  look_up(h, &g_api.mem_pool_trim_to, "cuMemPoolTrimTo");
+  look_up(h, &g_api.device_get_graph_mem_attribute, "cuDeviceGetGraphMemAttribute");
+  look_up(h, &g_api.mem_free_async, "cuMemFreeAsync");
+  look_up(h, &g_api.stream_synchronize, "cuStreamSynchronize");
+  look_up(h, &g_api.stream_is_capturing, "cuStreamIsCapturing");
+}
+
+void fill_nvml() {
+  void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return;
+  nvml::Return (*init)() = nullptr;
+  look_up(h, &init, "nvmlInit_v2", "nvmlInit");
+  if (!init || init() != nvml::kSuccess) return;
+  look_up(h, &g_api.nvml_device_get_handle_by_uuid, "nvmlDeviceGetHandleByUUID");
+  look_up(h, &g_api.nvml_device_get_uuid, "nvmlDeviceGetUUID");
+  look_up(h, &g_api.nvml_device_get_compute_running_processes,
+          "nvmlDeviceGetComputeRunningProcesses_v3");
+  g_api.nvml_init = init;
+  g_nvml_ok = true;
+}
+}  // namespace
+
+const DriverApi& driver() {
+  pthread_once(&g_driver_once, fill_driver);
+  return g_api;
+}
+
+bool load_nvml_for_gshare() {
+  pthread_once(&g_nvml_once, fill_nvml);
+  return g_nvml_ok;
+}
+
+}  // namespace gshare

@@ -1,0 +1,44 @@
+// The few driver and NVML functions gshare itself calls, as typed pointers
+// to the *real* functions. allocator/ and scheduler/ call the driver only
+// through this table, so they never know symbol names and unit tests can
+// fill it with fakes. intercept/hook_table.cpp fills it.
+#pragma once
+
+#include <cuda.h>
+
+#include "intercept/nvml_abi.h"
+
+namespace gshare {
+
+struct DriverApi {
+  CUresult (*ctx_get_current)(CUcontext*);
+  CUresult (*ctx_get_device)(CUdevice*);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*device_get_uuid)(CUuuid*, CUdevice);
+  CUresult (*device_total_mem)(size_t*, CUdevice);
+  CUresult (*device_primary_ctx_get_state)(CUdevice, unsigned int*, int*);
+  CUresult (*mem_get_info)(size_t*, size_t*);
+  CUresult (*device_get_mem_pool)(CUmemoryPool*, CUdevice);
+  CUresult (*mem_pool_get_attribute)(CUmemoryPool, CUmemPool_attribute, void*);
+  CUresult (*mem_pool_trim_to)(CUmemoryPool, size_t);
+  CUresult (*device_get_graph_mem_attribute)(CUdevice, CUgraphMem_attribute, void*);
+  CUresult (*mem_free_async)(CUdeviceptr, CUstream);
+  CUresult (*stream_synchronize)(CUstream);
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*);
+
+  // NVML, loaded by gshare itself when first needed (load_nvml_for_gshare).
+  nvml::Return (*nvml_init)();
+  nvml::Return (*nvml_device_get_handle_by_uuid)(const char*, nvml::Device*);
+  nvml::Return (*nvml_device_get_uuid)(nvml::Device, char*, unsigned int);
+  nvml::Return (*nvml_device_get_compute_running_processes)(nvml::Device, unsigned int*,
+                                                            nvml::ProcessInfo*);
+};
+
+// Filled once the driver is bound; entries may be null on old drivers.
+const DriverApi& driver();
+
+// Loads NVML for gshare's own queries, once. False if there is no NVML; the
+// nvml_* entries stay null then.
+bool load_nvml_for_gshare();
+
+}  // namespace gshare

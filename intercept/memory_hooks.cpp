@@ -1,0 +1,130 @@
+// Device allocations and frees: cuMemAlloc, cuMemAllocPitch,
+// cuMemAllocManaged, cuMemFree, each in every exported ABI form.
+#include "allocator/tracked_memory.h"
+#include "intercept/interception.h"
+
+using namespace gshare;
+using namespace gshare::intercept;
+using allocator::AllocationKind;
+
+namespace {
+// Pitch: the driver picks the pitch, so reserve a guess first (rows aligned
+// to 512 bytes, what current GPUs use), then settle to pitch × height.
+template <class Call, class Undo>
+CUresult allocate_pitched(size_t width, size_t height, Call&& call, Undo&& undo) {
+  allocator::Device* device = allocator::current_device();
+  if (!device) {
+    uint64_t key, bytes;
+    return call(&key, &bytes);
+  }
+  uint64_t guess = ((uint64_t(width) + 511) & ~uint64_t(511)) * height;
+  shm::ReserveResult granted = device->account.reserve(guess);
+  if (granted.status != shm::ReserveStatus::kGranted)
+    return allocator::refuse(*device, "cuMemAllocPitch", guess, granted);
+  uint64_t key = 0, bytes = 0;
+  CUresult result = call(&key, &bytes);
+  if (result != CUDA_SUCCESS) {
+    device->account.rollback(guess);
+    return result;
+  }
+  if (bytes > guess) {
+    shm::ReserveResult more = device->account.reserve(bytes - guess);
+    if (more.status != shm::ReserveStatus::kGranted) {
+      undo(key);
+      device->account.rollback(guess);
+      return allocator::refuse(*device, "cuMemAllocPitch", bytes, more);
+    }
+  } else {
+    device->account.rollback(guess - bytes);
+  }
+  device->account.commit(bytes);
+  allocator::record(*device, AllocationKind::kPitch, key, bytes);
+  return result;
+}
+
+template <class Call>
+CUresult allocate(AllocationKind kind, const char* name, uint64_t bytes, Call&& call) {
+  allocator::Device* device = allocator::current_device();
+  if (!device) {
+    uint64_t ignored;
+    return call(&ignored);
+  }
+  return allocator::allocate_tracked(*device, kind, name, bytes, call);
+}
+}  // namespace
+
+GSHARE_HOOK(CUresult, cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize)) {
+  if (!hooks_active() || !dptr) return REAL(cuMemAlloc_v2)(dptr, bytesize);
+  HookScope scope;
+  return allocate(AllocationKind::kDevice, "cuMemAlloc", bytesize, [&](uint64_t* key) {
+    CUresult r = REAL(cuMemAlloc_v2)(dptr, bytesize);
+    *key = *dptr;
+    return r;
+  });
+}
+
+GSHARE_HOOK(CUresult, cuMemAlloc, (CUdeviceptr_v1 * dptr, unsigned int bytesize)) {
+  if (!hooks_active() || !dptr) return REAL(cuMemAlloc)(dptr, bytesize);
+  HookScope scope;
+  return allocate(AllocationKind::kDevice, "cuMemAlloc", bytesize, [&](uint64_t* key) {
+    CUresult r = REAL(cuMemAlloc)(dptr, bytesize);
+    *key = *dptr;
+    return r;
+  });
+}
+
+GSHARE_HOOK(CUresult, cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags)) {
+  if (!hooks_active() || !dptr) return REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+  HookScope scope;
+  // Managed memory may live on the host for a while; it is counted in full
+  // anyway, since it can all migrate to the GPU at any moment.
+  return allocate(AllocationKind::kManaged, "cuMemAllocManaged", bytesize, [&](uint64_t* key) {
+    CUresult r = REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+    *key = *dptr;
+    return r;
+  });
+}
+
+GSHARE_HOOK(CUresult, cuMemAllocPitch_v2,
+            (CUdeviceptr * dptr, size_t* pitch, size_t width, size_t height, unsigned int element)) {
+  if (!hooks_active() || !dptr || !pitch)
+    return REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element);
+  HookScope scope;
+  return allocate_pitched(
+      width, height,
+      [&](uint64_t* key, uint64_t* bytes) {
+        CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element);
+        *key = *dptr;
+        *bytes = uint64_t(*pitch) * height;
+        return r;
+      },
+      [](uint64_t key) { REAL(cuMemFree_v2)(CUdeviceptr(key)); });
+}
+
+GSHARE_HOOK(CUresult, cuMemAllocPitch, (CUdeviceptr_v1 * dptr, unsigned int* pitch, unsigned int width,
+                                        unsigned int height, unsigned int element)) {
+  if (!hooks_active() || !dptr || !pitch)
+    return REAL(cuMemAllocPitch)(dptr, pitch, width, height, element);
+  HookScope scope;
+  return allocate_pitched(
+      width, height,
+      [&](uint64_t* key, uint64_t* bytes) {
+        CUresult r = REAL(cuMemAllocPitch)(dptr, pitch, width, height, element);
+        *key = *dptr;
+        *bytes = uint64_t(*pitch) * height;
+        return r;
+      },
+      [](uint64_t key) { REAL(cuMemFree)(CUdeviceptr_v1(key)); });
+}
+
+GSHARE_HOOK(CUresult, cuMemFree_v2, (CUdeviceptr dptr)) {
+  if (!hooks_active()) return REAL(cuMemFree_v2)(dptr);
+  HookScope scope;
+  return allocator::free_tracked(dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
+}
+
+GSHARE_HOOK(CUresult, cuMemFree, (CUdeviceptr_v1 dptr)) {
+  if (!hooks_active()) return REAL(cuMemFree)(dptr);
+  HookScope scope;
+  return allocator::free_tracked(dptr, [&] { return REAL(cuMemFree)(dptr); });
+}

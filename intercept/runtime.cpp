@@ -1,0 +1,63 @@
+#include "intercept/runtime.h"
+
+#include <pthread.h>
+
+#include "allocator/devices.h"
+#include "allocator/tracked_memory.h"
+#include "allocator/upkeep.h"
+#include "intercept/driver_api.h"
+#include "intercept/hook_ids.h"
+#include "intercept/log.h"
+#include "scheduler/launch_gate.h"
+
+extern char** environ;
+
+namespace gshare::intercept {
+
+namespace {
+pthread_once_t g_start_once = PTHREAD_ONCE_INIT;
+StartResult g_start_result = StartResult::kRefused;
+Options g_options;
+
+// A fork()ed child inherits the parent's tables but owns none of its GPU
+// memory or slots (POSIX locks are not inherited). It starts afresh.
+void after_fork_in_child() {
+  allocator::ledger().clear_after_fork();
+  allocator::forget_devices_after_fork();
+  allocator::forget_upkeep_after_fork();
+  scheduler::forget_captures_after_fork();
+}
+
+void start_once() {
+  char error[512];
+  if (!parse_options(environ, &g_options, error, sizeof error)) {
+    // Printed whatever GSHARE_LOG says: refusing to start must be visible.
+    log_message(LogLevel::kError, "%s", error);
+    g_start_result = StartResult::kRefused;
+    g_state.store(int(RuntimeState::kRefused));
+    return;
+  }
+  set_log_level(g_options.log_level);
+  if (g_options.disable) {
+    g_start_result = StartResult::kDisabled;
+    g_state.store(int(RuntimeState::kDisabled));
+    return;
+  }
+  allocator::configure_devices(g_options);
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  g_start_result = StartResult::kReady;
+}
+}  // namespace
+
+StartResult start_runtime() {
+  pthread_once(&g_start_once, start_once);
+  return g_start_result;
+}
+
+void activate_runtime() {
+  if (g_start_result == StartResult::kReady) g_state.store(int(RuntimeState::kActive));
+}
+
+const Options& options() { return g_options; }
+
+}  // namespace gshare::intercept

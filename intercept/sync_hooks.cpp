@@ -1,0 +1,74 @@
+// Host synchronisations, and the start and end of stream capture. A sync
+// is where freed pool memory is re-measured (and, later, where iteration
+// boundaries show).
+#include "intercept/interception.h"
+#include "scheduler/launch_gate.h"
+
+using namespace gshare;
+using namespace gshare::intercept;
+
+namespace {
+CUresult after_sync(CUresult result) {
+  if (result == CUDA_SUCCESS && hooks_active()) {
+    HookScope scope;
+    scheduler::after_host_sync();
+  }
+  return result;
+}
+
+CUresult after_begin_capture(CUresult result) {
+  if (result == CUDA_SUCCESS) scheduler::note_capture_begun();
+  return result;
+}
+
+CUresult after_end_capture(CUresult result) {
+  // The capture ends even when the driver reports it invalidated.
+  scheduler::note_capture_ended();
+  return result;
+}
+}  // namespace
+
+GSHARE_HOOK(CUresult, cuStreamSynchronize, (CUstream stream)) {
+  return after_sync(REAL(cuStreamSynchronize)(stream));
+}
+GSHARE_HOOK(CUresult, cuStreamSynchronize_ptsz, (CUstream stream)) {
+  return after_sync(REAL(cuStreamSynchronize_ptsz)(stream));
+}
+GSHARE_HOOK(CUresult, cuCtxSynchronize, ()) { return after_sync(REAL(cuCtxSynchronize)()); }
+GSHARE_HOOK(CUresult, cuCtxSynchronize_v2, (CUcontext context)) {
+  return after_sync(REAL(cuCtxSynchronize_v2)(context));
+}
+GSHARE_HOOK(CUresult, cuEventSynchronize, (CUevent event)) {
+  return after_sync(REAL(cuEventSynchronize)(event));
+}
+
+GSHARE_HOOK(CUresult, cuStreamBeginCapture, (CUstream stream)) {
+  return after_begin_capture(REAL(cuStreamBeginCapture)(stream));
+}
+GSHARE_HOOK(CUresult, cuStreamBeginCapture_ptsz, (CUstream stream)) {
+  return after_begin_capture(REAL(cuStreamBeginCapture_ptsz)(stream));
+}
+GSHARE_HOOK(CUresult, cuStreamBeginCapture_v2, (CUstream stream, CUstreamCaptureMode mode)) {
+  return after_begin_capture(REAL(cuStreamBeginCapture_v2)(stream, mode));
+}
+GSHARE_HOOK(CUresult, cuStreamBeginCapture_v2_ptsz, (CUstream stream, CUstreamCaptureMode mode)) {
+  return after_begin_capture(REAL(cuStreamBeginCapture_v2_ptsz)(stream, mode));
+}
+GSHARE_HOOK(CUresult, cuStreamBeginCaptureToGraph,
+            (CUstream stream, CUgraph graph, const CUgraphNode* dependencies,
+             const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode)) {
+  return after_begin_capture(
+      REAL(cuStreamBeginCaptureToGraph)(stream, graph, dependencies, edges, count, mode));
+}
+GSHARE_HOOK(CUresult, cuStreamBeginCaptureToGraph_ptsz,
+            (CUstream stream, CUgraph graph, const CUgraphNode* dependencies,
+             const CUgraphEdgeData* edges, size_t count, CUstreamCaptureMode mode)) {
+  return after_begin_capture(
+      REAL(cuStreamBeginCaptureToGraph_ptsz)(stream, graph, dependencies, edges, count, mode));
+}
+GSHARE_HOOK(CUresult, cuStreamEndCapture, (CUstream stream, CUgraph* graph)) {
+  return after_end_capture(REAL(cuStreamEndCapture)(stream, graph));
+}
+GSHARE_HOOK(CUresult, cuStreamEndCapture_ptsz, (CUstream stream, CUgraph* graph)) {
+  return after_end_capture(REAL(cuStreamEndCapture_ptsz)(stream, graph));
+}
