@@ -1,0 +1,279 @@
+// Virtual memory management: cuMemCreate / cuMemMap / cuMemUnmap /
+// cuMemRelease and address reservations.
+//
+// Physical memory (cuMemCreate) is charged to its device when created and
+// uncharged once it is both released and unmapped everywhere, like the real
+// driver. Address reservations are PROT_NONE MAP_NORESERVE mappings and are
+// never charged. cuMemMap maps fresh anonymous memory over the range, so two
+// mappings of one handle do not share contents (not emulated).
+#include <sys/mman.h>
+
+#include "fake_cuda_internal.h"
+
+namespace fakecuda {
+
+namespace {
+
+constexpr size_t kGranularity = 2ULL << 20;  // 2 MiB, like a real GPU
+
+bool valid_prop(const CUmemAllocationProp* prop) {
+  return prop != nullptr && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+         prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+         find_device(prop->location.id) != nullptr;
+}
+
+// Caller holds S().mu. The reservation containing [p, p+len), or null.
+Reservation* reservation_locked(uintptr_t p, size_t len) {
+  State& s = S();
+  auto it = s.reservations.upper_bound(p);
+  if (it == s.reservations.begin()) return nullptr;
+  --it;
+  Reservation& r = it->second;
+  if (p < r.base || p - r.base >= r.size || len > r.size - (p - r.base)) return nullptr;
+  return &r;
+}
+
+// Caller holds S().mu. Drops one mapping: the range goes back to PROT_NONE
+// and the physical allocation loses a mapping (freed if also released).
+void unmap_locked(std::map<uintptr_t, Mapping>::iterator it) {
+  State& s = S();
+  const Mapping m = it->second;
+  s.mappings.erase(it);
+  ::mmap(reinterpret_cast<void*>(m.base), m.size, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  auto ph = s.phys.find(m.handle);
+  if (ph == s.phys.end()) return;
+  if (--ph->second.mappings <= 0 && ph->second.released) {
+    uncharge(ph->second.device, ph->second.size);
+    s.phys.erase(ph);
+  }
+}
+
+// Caller holds S().mu. Mappings within [p, p+len): false if one only
+// partly overlaps the range.
+bool mappings_in_locked(uintptr_t p, size_t len,
+                        std::vector<std::map<uintptr_t, Mapping>::iterator>* out) {
+  State& s = S();
+  auto it = s.mappings.upper_bound(p);
+  if (it != s.mappings.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.base + prev->second.size > p) it = prev;
+  }
+  for (; it != s.mappings.end() && it->second.base < p + len; ++it) {
+    const Mapping& m = it->second;
+    if (m.base < p || m.base + m.size > p + len) return false;
+    out->push_back(it);
+  }
+  return true;
+}
+
+}  // namespace
+
+}  // namespace fakecuda
+
+using namespace fakecuda;
+
+extern "C" {
+
+CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity,
+                                               const CUmemAllocationProp* prop,
+                                               CUmemAllocationGranularity_flags option) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (granularity == nullptr || !valid_prop(prop)) return CUDA_ERROR_INVALID_VALUE;
+  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+      option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *granularity = kGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                             const CUmemAllocationProp* prop, unsigned long long flags) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (handle == nullptr || !valid_prop(prop) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (!charge(prop->location.id, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  PhysAlloc ph;
+  ph.size = size;
+  ph.device = prop->location.id;
+  ph.prop = *prop;
+  const CUmemGenericAllocationHandle h = s.next_phys_handle++;
+  s.phys[h] = ph;
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto it = s.phys.find(handle);
+  if (it == s.phys.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  it->second.released = true;
+  if (it->second.mappings <= 0) {  // otherwise freed by the last unmap
+    uncharge(it->second.device, it->second.size);
+    s.phys.erase(it);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                     CUdeviceptr addr, unsigned long long flags) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  (void)addr;  // only a hint for the real driver too
+  if (ptr == nullptr || flags != 0 || size == 0 || size % kGranularity != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (alignment == 0) alignment = kGranularity;
+  if ((alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (size > SIZE_MAX - alignment) return CUDA_ERROR_OUT_OF_MEMORY;
+  const size_t len = size + alignment;
+  void* m = ::mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t base = (raw + alignment - 1) & ~(static_cast<uintptr_t>(alignment) - 1);
+  // Give back the unaligned head and the unused tail.
+  if (base > raw) ::munmap(m, base - raw);
+  const uintptr_t end = base + size;
+  if (raw + len > end) ::munmap(reinterpret_cast<void*>(end), raw + len - end);
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  Reservation r;
+  r.base = base;
+  r.size = size;
+  s.reservations[base] = r;
+  *ptr = static_cast<CUdeviceptr>(base);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto it = s.reservations.find(static_cast<uintptr_t>(ptr));
+  if (it == s.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::map<uintptr_t, Mapping>::iterator> inside;
+  mappings_in_locked(it->second.base, it->second.size, &inside);
+  for (auto m : inside) unmap_locked(m);
+  ::munmap(reinterpret_cast<void*>(it->second.base), it->second.size);
+  s.reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  const uintptr_t p = static_cast<uintptr_t>(ptr);
+  if (flags != 0 || size == 0 || size % kGranularity != 0 || p % kGranularity != 0 ||
+      offset % kGranularity != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto ph = s.phys.find(handle);
+  if (ph == s.phys.end() || ph->second.released) return CUDA_ERROR_INVALID_HANDLE;
+  if (offset > ph->second.size || size > ph->second.size - offset) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (reservation_locked(p, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // The range must not overlap an existing mapping.
+  auto it = s.mappings.lower_bound(p);
+  if (it != s.mappings.end() && it->second.base < p + size) return CUDA_ERROR_INVALID_VALUE;
+  if (it != s.mappings.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.base + prev->second.size > p) return CUDA_ERROR_INVALID_VALUE;
+  }
+  void* m = ::mmap(reinterpret_cast<void*>(p), size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  Mapping mp;
+  mp.base = p;
+  mp.size = size;
+  mp.handle = handle;
+  s.mappings[p] = mp;
+  ++ph->second.mappings;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  const uintptr_t p = static_cast<uintptr_t>(ptr);
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (reservation_locked(p, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::map<uintptr_t, Mapping>::iterator> inside;
+  if (!mappings_in_locked(p, size, &inside) || inside.empty()) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (auto m : inside) unmap_locked(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                size_t count) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (desc == nullptr || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  unsigned long long flags = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        find_device(desc[i].location.id) == nullptr) {
+      return CUDA_ERROR_INVALID_DEVICE;
+    }
+    if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    flags = desc[i].flags;
+  }
+  const uintptr_t p = static_cast<uintptr_t>(ptr);
+  if (size > UINTPTR_MAX - p) return CUDA_ERROR_INVALID_VALUE;
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  std::vector<std::map<uintptr_t, Mapping>::iterator> inside;
+  if (!mappings_in_locked(p, size, &inside) || inside.empty()) return CUDA_ERROR_INVALID_VALUE;
+  // The whole range must be mapped, without holes.
+  uintptr_t next = p;
+  for (auto m : inside) {
+    if (m->second.base != next) return CUDA_ERROR_INVALID_VALUE;
+    next = m->second.base + m->second.size;
+  }
+  if (next != p + size) return CUDA_ERROR_INVALID_VALUE;
+  for (auto m : inside) m->second.access = flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location,
+                                CUdeviceptr ptr) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (flags == nullptr || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (location->type != CU_MEM_LOCATION_TYPE_DEVICE || find_device(location->id) == nullptr) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  const uintptr_t p = static_cast<uintptr_t>(ptr);
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto it = s.mappings.upper_bound(p);
+  if (it == s.mappings.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (p < it->second.base || p - it->second.base >= it->second.size) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *flags = it->second.access;
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
