@@ -1,0 +1,210 @@
+#include "tests/multiprocess/harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+namespace gshare::test {
+
+std::string gshare_library() { return GSHARE_TEST_LIBRARY; }
+std::string fake_driver_dir() { return GSHARE_TEST_FAKE_DRIVER_DIR; }
+std::string cuda_client(bool linked) { return linked ? GSHARE_TEST_CLIENT_LINKED : GSHARE_TEST_CLIENT; }
+std::string gshare_top() { return GSHARE_TEST_TOP; }
+
+namespace {
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+std::vector<char*> as_argv(const std::vector<std::string>& args) {
+  std::vector<char*> v;
+  for (const std::string& a : args) v.push_back(const_cast<char*>(a.c_str()));
+  v.push_back(nullptr);
+  return v;
+}
+
+std::vector<std::string> as_envp(const Env& env) {
+  std::vector<std::string> v;
+  for (const auto& [k, val] : env) v.push_back(k + "=" + val);
+  return v;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const Env& env, int* in, int* out, int* err) {
+  int pin[2], pout[2], perr[2];
+  if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC))
+    throw std::runtime_error("pipe failed");
+  std::vector<std::string> envs = as_envp(env);
+  std::vector<char*> envp;
+  for (std::string& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> args = as_argv(argv);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pin[0], 0);
+    dup2(pout[1], 1);
+    dup2(perr[1], 2);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(pin[0]);
+  close(pout[1]);
+  close(perr[1]);
+  *in = pin[1];
+  *out = pout[0];
+  *err = perr[0];
+  return pid;
+}
+
+bool read_some(int fd, std::string* into) {
+  char buffer[4096];
+  ssize_t n = read(fd, buffer, sizeof buffer);
+  if (n <= 0) return false;
+  into->append(buffer, size_t(n));
+  return true;
+}
+
+int decode_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::atomic<int> g_counter{0};
+
+}  // namespace
+
+TestGpu::TestGpu(uint64_t memory_bytes) : memory_bytes_(memory_bytes) {
+  char pattern[] = "/tmp/gshare-test-XXXXXX";
+  dir_ = mkdtemp(pattern);
+  seed_ = "seed-" + std::to_string(getpid()) + "-" + std::to_string(g_counter++) + "-" +
+          std::to_string(time(nullptr));
+}
+
+TestGpu::~TestGpu() { (void)!system(("rm -rf '" + dir_ + "'").c_str()); }
+
+Env TestGpu::environment(const Env& extra, bool preload) const {
+  Env env;
+  env["PATH"] = "/usr/bin:/bin";
+  env["LD_LIBRARY_PATH"] = fake_driver_dir();
+  env["FAKE_CUDA_DIR"] = dir_;
+  env["FAKE_CUDA_UUID_SEED"] = seed_;
+  env["FAKE_CUDA_MEM"] = std::to_string(memory_bytes_);
+  env["GSHARE_DIR"] = dir_;
+  if (preload) env["LD_PRELOAD"] = gshare_library();
+  for (const auto& [k, v] : extra) {
+    if (v.empty()) env.erase(k); else env[k] = v;
+  }
+  return env;
+}
+
+nlohmann::json TestGpu::top_json() const {
+  Finished f = run_to_end({gshare_top(), "--json", "--dir", dir_}, {{"PATH", "/usr/bin:/bin"}});
+  if (f.status != 0) throw std::runtime_error("gshare-top failed: " + f.err);
+  return nlohmann::json::parse(f.out);
+}
+
+Finished run_to_end(const std::vector<std::string>& argv, const Env& env, double timeout_s) {
+  int in, out, err;
+  Finished f;
+  pid_t pid = spawn(argv, env, &in, &out, &err);
+  close(in);
+  double deadline = now_s() + timeout_s;
+  bool out_open = true, err_open = true;
+  while ((out_open || err_open) && now_s() < deadline) {
+    pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
+    if (poll(fds, 2, 100) <= 0) continue;
+    if (out_open && (fds[0].revents & (POLLIN | POLLHUP))) out_open = read_some(out, &f.out);
+    if (err_open && (fds[1].revents & (POLLIN | POLLHUP))) err_open = read_some(err, &f.err);
+  }
+  if (out_open || err_open) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out);
+  close(err);
+  f.status = decode_status(status);
+  return f;
+}
+
+Client::Client(const TestGpu& gpu, const Env& extra, const std::string& load) {
+  bool linked = load == "link";
+  pid_ = spawn({cuda_client(linked), "--load=" + load, "--stdin"}, gpu.environment(extra), &in_,
+               &out_, &err_);
+  fcntl(err_, F_SETFL, O_NONBLOCK);
+}
+
+Client::~Client() {
+  if (!done_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  close(in_);
+  close(out_);
+  close(err_);
+}
+
+void Client::drain_stderr() {
+  while (read_some(err_, &err_buffer_)) {
+  }
+}
+
+std::string Client::send(const std::string& command, double timeout_s) {
+  std::string line = command + "\n";
+  if (write(in_, line.data(), line.size()) != ssize_t(line.size())) return "";
+  double deadline = now_s() + timeout_s;
+  for (;;) {
+    size_t newline = out_buffer_.find('\n');
+    if (newline != std::string::npos) {
+      std::string reply = out_buffer_.substr(0, newline);
+      out_buffer_.erase(0, newline + 1);
+      drain_stderr();
+      return reply;
+    }
+    double left = deadline - now_s();
+    if (left <= 0) return "";
+    pollfd fd{out_, POLLIN, 0};
+    if (poll(&fd, 1, int(left * 1000) + 1) > 0 && !read_some(out_, &out_buffer_)) return "";
+  }
+}
+
+void Client::kill9() {
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  done_ = true;
+}
+
+int Client::finish() {
+  close(in_);
+  in_ = -1;
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  done_ = true;
+  drain_stderr();
+  return decode_status(status);
+}
+
+std::string Client::stderr_text() {
+  drain_stderr();
+  return err_buffer_;
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+}  // namespace gshare::test

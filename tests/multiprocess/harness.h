@@ -1,0 +1,90 @@
+// Real processes under LD_PRELOAD=libgshare.so over the fake driver.
+//
+// Each TestGpu is a private fake GPU: its own directory for the arbiter
+// regions and the fake driver's state, and its own UUID seed, so tests run
+// in parallel without meeting. A Client is a running cuda_client driven one
+// command at a time through its stdin/stdout.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gshare::test {
+
+inline constexpr uint64_t kMiB = 1ull << 20;
+inline constexpr uint64_t kGiB = 1ull << 30;
+// What the fake driver charges for a context (FAKE_CUDA_CTX_BYTES default).
+inline constexpr uint64_t kFakeContextBytes = 64 * kMiB;
+
+// Fixed paths of the build, from CMake.
+std::string gshare_library();
+std::string fake_driver_dir();
+std::string cuda_client(bool linked = false);
+std::string gshare_top();
+
+using Env = std::map<std::string, std::string>;
+
+class TestGpu {
+ public:
+  explicit TestGpu(uint64_t memory_bytes = 8 * kGiB);
+  ~TestGpu();
+  TestGpu(const TestGpu&) = delete;
+  TestGpu& operator=(const TestGpu&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  // The environment of a process on this GPU: fake driver, region dir,
+  // and the preload unless `preload` is false. `extra` overrides.
+  Env environment(const Env& extra = {}, bool preload = true) const;
+  // gshare-top --json for this GPU's regions.
+  nlohmann::json top_json() const;
+
+ private:
+  std::string dir_;
+  std::string seed_;
+  uint64_t memory_bytes_;
+};
+
+struct Finished {
+  int status = -1;  // exit code, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+// Runs argv to completion with exactly `env` (plus PATH), with a timeout.
+Finished run_to_end(const std::vector<std::string>& argv, const Env& env, double timeout_s = 60);
+
+class Client {
+ public:
+  // load: "gpa", "dlsym" or "link".
+  Client(const TestGpu& gpu, const Env& extra = {}, const std::string& load = "gpa");
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends one command, returns its one-line reply ("" on timeout or exit).
+  std::string send(const std::string& command, double timeout_s = 20);
+  pid_t pid() const { return pid_; }
+  void kill9();
+  // Closes stdin and waits; returns the exit status.
+  int finish();
+  // Everything the process wrote to stderr so far.
+  std::string stderr_text();
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::string out_buffer_, err_buffer_;
+  bool done_ = false;
+  void drain_stderr();
+};
+
+// Helpers for replies such as "meminfo <free> <total>".
+std::vector<std::string> words(const std::string& line);
+
+}  // namespace gshare::test

@@ -1,0 +1,75 @@
+// gshare-top reads the regions of live processes and drops dead ones.
+#include <catch2/catch.hpp>
+
+#include "tests/multiprocess/harness.h"
+
+using namespace gshare::test;
+
+namespace {
+const nlohmann::json* find_process(const nlohmann::json& top, pid_t pid) {
+  for (const auto& gpu : top["gpus"])
+    for (const auto& p : gpu["processes"])
+      if (p["pid"] == pid) return &p;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("gshare-top --json shows live processes and drops dead ones") {
+  TestGpu gpu(8 * kGiB);
+  Client a(gpu, {{"GSHARE_MEM_LIMIT", "2GiB"}}), b(gpu);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  REQUIRE(a.send("alloc 512M") == "alloc ok a0");
+  REQUIRE(b.send("alloc 1G") == "alloc ok a0");
+  REQUIRE(a.send("launch 50 10") == "launch ok 50");
+
+  nlohmann::json top = gpu.top_json();
+  REQUIRE(top["gpus"].size() == 1);
+  CHECK(top["gpus"][0]["total_bytes"] == 8 * kGiB);
+  CHECK(top["gpus"][0]["uuid"].get<std::string>().rfind("GPU-", 0) == 0);
+  const nlohmann::json* pa = find_process(top, a.pid());
+  const nlohmann::json* pb = find_process(top, b.pid());
+  REQUIRE(pa);
+  REQUIRE(pb);
+  CHECK((*pa)["quota_bytes"] == 2 * kGiB);
+  CHECK((*pa)["used_bytes"] == 512 * kMiB + kFakeContextBytes);
+  CHECK((*pa)["context_bytes"] == kFakeContextBytes);
+  CHECK((*pa)["launches"] == 50);
+  CHECK((*pa)["command"].get<std::string>().find("cuda_client") != std::string::npos);
+  CHECK((*pb)["quota_bytes"] == 8 * kGiB);
+  CHECK((*pb)["used_bytes"] == 1 * kGiB + kFakeContextBytes);
+
+  b.kill9();
+  top = gpu.top_json();
+  CHECK(find_process(top, b.pid()) == nullptr);
+  CHECK(find_process(top, a.pid()) != nullptr);
+}
+
+TEST_CASE("gshare-top --once prints a frame with each process") {
+  TestGpu gpu;
+  Client a(gpu);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(a.send("alloc 256M") == "alloc ok a0");
+  Finished f = run_to_end({gshare_top(), "--once", "--dir", gpu.dir()}, {{"PATH", "/usr/bin:/bin"}});
+  CHECK(f.status == 0);
+  CHECK(f.out.find(std::to_string(a.pid())) != std::string::npos);
+  CHECK(f.out.find("capacity") != std::string::npos);
+}
+
+TEST_CASE("gshare-top with no region says there are no gshare processes") {
+  TestGpu gpu;
+  Finished f = run_to_end({gshare_top(), "--once", "--dir", gpu.dir()}, {{"PATH", "/usr/bin:/bin"}});
+  CHECK(f.status == 0);
+  CHECK(f.out.find("no gshare processes") != std::string::npos);
+  CHECK(gpu.top_json()["gpus"].empty());
+}
+
+TEST_CASE("preloading gshare into a program without CUDA costs nothing and prints nothing") {
+  TestGpu gpu;
+  for (const char* program : {"/bin/true", "/bin/ls"}) {
+    Finished f = run_to_end({program, gpu.dir()}, gpu.environment());
+    CHECK(f.status == 0);
+    CHECK(f.err.empty());
+  }
+  CHECK(gpu.top_json()["gpus"].empty());  // no region was created
+}

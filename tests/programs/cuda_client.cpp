@@ -1,0 +1,352 @@
+// A scriptable CUDA driver client for the multi-process tests. It reaches
+// the driver the three ways real programs do (DESIGN.md):
+//   --load=gpa     dlopen("libcuda.so.1") + dlsym(cuGetProcAddress_v2), then
+//                  every function through cuGetProcAddress, as cudart does
+//   --load=dlsym   dlopen + dlsym of each exact ABI name, as Triton and ctypes do
+//   --load=link    direct calls, linked against libcuda (cuda_client_linked)
+// Commands come from the arguments, then (with --stdin) one per line on
+// standard input. Each prints exactly one line, flushed, so a test can
+// drive a client step by step:
+//   init | alloc SIZE [NAME] | free NAME | pitch WIDTH HEIGHT [NAME] |
+//   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
+//   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
+//   launch COUNT MICROS | sync | fill CHUNK | reset | sleep SECONDS |
+//   pid | exit
+// SIZE accepts K/M/G suffixes (binary). Failures print "err <code>".
+#include <cuda.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Api {
+  CUresult (*init)(unsigned);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*primary_retain)(CUcontext*, CUdevice);
+  CUresult (*primary_reset)(CUdevice);
+  CUresult (*ctx_set_current)(CUcontext);
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t);
+  CUresult (*mem_free)(CUdeviceptr);
+  CUresult (*mem_alloc_pitch)(CUdeviceptr*, size_t*, size_t, size_t, unsigned);
+  CUresult (*mem_alloc_managed)(CUdeviceptr*, size_t, unsigned);
+  CUresult (*mem_alloc_async)(CUdeviceptr*, size_t, CUstream);
+  CUresult (*mem_free_async)(CUdeviceptr, CUstream);
+  CUresult (*device_get_mem_pool)(CUmemoryPool*, CUdevice);
+  CUresult (*mem_pool_trim_to)(CUmemoryPool, size_t);
+  CUresult (*mem_create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                         unsigned long long);
+  CUresult (*mem_release)(CUmemGenericAllocationHandle);
+  CUresult (*mem_address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*mem_address_free)(CUdeviceptr, size_t);
+  CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+  CUresult (*mem_unmap)(CUdeviceptr, size_t);
+  CUresult (*mem_get_info)(size_t*, size_t*);
+  CUresult (*device_total_mem)(size_t*, CUdevice);
+  CUresult (*module_load_data)(CUmodule*, const void*);
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*);
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void**, void**);
+  CUresult (*ctx_synchronize)();
+};
+
+Api g_api;
+CUdevice g_device = 0;
+CUmodule g_module = nullptr;
+std::map<std::string, uint64_t> g_named;       // name -> pointer or handle
+std::map<std::string, uint64_t> g_vmm_size;    // name -> mapped size
+std::map<std::string, uint64_t> g_vmm_handle;  // name -> physical handle
+
+template <class Fn>
+void from_gpa(Fn* slot, const char* name) {
+  using Gpa = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  static Gpa gpa = nullptr;
+  if (!gpa) {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h) { fprintf(stderr, "no libcuda.so.1: %s\n", dlerror()); exit(3); }
+    gpa = reinterpret_cast<Gpa>(dlsym(h, "cuGetProcAddress_v2"));
+    if (!gpa) { fprintf(stderr, "no cuGetProcAddress_v2\n"); exit(3); }
+  }
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult status;
+  // Version 12000: the ABI this client's prototypes have. (At 13000 the
+  // driver hands out cuCtxSynchronize_v2, which takes a context.)
+  gpa(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+  *slot = reinterpret_cast<Fn>(p);
+}
+
+template <class Fn>
+void from_dlsym(Fn* slot, const char* abi_name) {
+  static void* h = nullptr;
+  if (!h) h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!h) { fprintf(stderr, "no libcuda.so.1: %s\n", dlerror()); exit(3); }
+  *slot = reinterpret_cast<Fn>(dlsym(h, abi_name));
+}
+
+// Each row: API name (for cuGetProcAddress) and exact ABI name (for dlsym).
+#define CLIENT_FUNCTIONS(X)                                        \
+  X(init, "cuInit", "cuInit")                                      \
+  X(device_get, "cuDeviceGet", "cuDeviceGet")                      \
+  X(primary_retain, "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain") \
+  X(primary_reset, "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2") \
+  X(ctx_set_current, "cuCtxSetCurrent", "cuCtxSetCurrent")         \
+  X(mem_alloc, "cuMemAlloc", "cuMemAlloc_v2")                      \
+  X(mem_free, "cuMemFree", "cuMemFree_v2")                         \
+  X(mem_alloc_pitch, "cuMemAllocPitch", "cuMemAllocPitch_v2")      \
+  X(mem_alloc_managed, "cuMemAllocManaged", "cuMemAllocManaged")   \
+  X(mem_alloc_async, "cuMemAllocAsync", "cuMemAllocAsync")         \
+  X(mem_free_async, "cuMemFreeAsync", "cuMemFreeAsync")            \
+  X(device_get_mem_pool, "cuDeviceGetMemPool", "cuDeviceGetMemPool") \
+  X(mem_pool_trim_to, "cuMemPoolTrimTo", "cuMemPoolTrimTo")        \
+  X(mem_create, "cuMemCreate", "cuMemCreate")                      \
+  X(mem_release, "cuMemRelease", "cuMemRelease")                   \
+  X(mem_address_reserve, "cuMemAddressReserve", "cuMemAddressReserve") \
+  X(mem_address_free, "cuMemAddressFree", "cuMemAddressFree")      \
+  X(mem_map, "cuMemMap", "cuMemMap")                               \
+  X(mem_unmap, "cuMemUnmap", "cuMemUnmap")                         \
+  X(mem_get_info, "cuMemGetInfo", "cuMemGetInfo_v2")               \
+  X(device_total_mem, "cuDeviceTotalMem", "cuDeviceTotalMem_v2")   \
+  X(module_load_data, "cuModuleLoadData", "cuModuleLoadData")      \
+  X(module_get_function, "cuModuleGetFunction", "cuModuleGetFunction") \
+  X(launch_kernel, "cuLaunchKernel", "cuLaunchKernel")             \
+  X(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize")
+
+void load(const std::string& mode) {
+  if (mode == "gpa") {
+#define FROM_GPA(field, api, abi) from_gpa(&g_api.field, api);
+    CLIENT_FUNCTIONS(FROM_GPA)
+  } else if (mode == "dlsym") {
+#define FROM_DLSYM(field, api, abi) from_dlsym(&g_api.field, abi);
+    CLIENT_FUNCTIONS(FROM_DLSYM)
+  } else if (mode == "link") {
+#ifdef CLIENT_LINKED
+    g_api = Api{cuInit, cuDeviceGet, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxReset,
+                cuCtxSetCurrent, cuMemAlloc, cuMemFree, cuMemAllocPitch, cuMemAllocManaged,
+                cuMemAllocAsync, cuMemFreeAsync, cuDeviceGetMemPool, cuMemPoolTrimTo, cuMemCreate,
+                cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap, cuMemUnmap,
+                cuMemGetInfo, cuDeviceTotalMem, cuModuleLoadData, cuModuleGetFunction,
+                cuLaunchKernel, cuCtxSynchronize};
+#else
+    fprintf(stderr, "--load=link needs cuda_client_linked\n");
+    exit(2);
+#endif
+  } else {
+    fprintf(stderr, "unknown --load=%s\n", mode.c_str());
+    exit(2);
+  }
+}
+
+uint64_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = strtod(s.c_str(), &end);
+  switch (end && *end ? *end : 0) {
+    case 'K': v *= 1024.0; break;
+    case 'M': v *= 1024.0 * 1024; break;
+    case 'G': v *= 1024.0 * 1024 * 1024; break;
+  }
+  return uint64_t(v);
+}
+
+std::string name_or(const std::vector<std::string>& args, size_t index) {
+  static int counter = 0;
+  return args.size() > index ? args[index] : "a" + std::to_string(counter++);
+}
+
+// The spin kernel of the demo, as PTX: waits `ns` nanoseconds on the GPU's
+// global timer. The fake driver reads the same parameter.
+const char* kSpinPtx = R"(
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry gshare_spin(.param .u64 ns)
+{
+  .reg .u64 %start, %now, %limit, %elapsed;
+  .reg .pred %p;
+  ld.param.u64 %limit, [ns];
+  mov.u64 %start, %globaltimer;
+WAIT:
+  mov.u64 %now, %globaltimer;
+  sub.u64 %elapsed, %now, %start;
+  setp.lt.u64 %p, %elapsed, %limit;
+  @%p bra WAIT;
+  ret;
+}
+)";
+
+std::string run(const std::vector<std::string>& a) {
+  std::ostringstream out;
+  const std::string& cmd = a[0];
+  auto result = [&](CUresult r) -> bool {
+    if (r != CUDA_SUCCESS) out << cmd << " err " << int(r);
+    return r == CUDA_SUCCESS;
+  };
+  if (cmd == "init") {
+    CUcontext ctx;
+    if (result(g_api.init(0)) && result(g_api.device_get(&g_device, 0)) &&
+        result(g_api.primary_retain(&ctx, g_device)) && result(g_api.ctx_set_current(ctx)))
+      out << "init ok";
+  } else if (cmd == "alloc" || cmd == "managed") {
+    uint64_t size = parse_size(a.at(1));
+    std::string name = name_or(a, 2);
+    CUdeviceptr p = 0;
+    CUresult r = cmd == "alloc" ? g_api.mem_alloc(&p, size)
+                                : g_api.mem_alloc_managed(&p, size, CU_MEM_ATTACH_GLOBAL);
+    if (result(r)) {
+      g_named[name] = p;
+      out << cmd << " ok " << name;
+    }
+  } else if (cmd == "pitch") {
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    std::string name = name_or(a, 3);
+    if (result(g_api.mem_alloc_pitch(&p, &pitch, parse_size(a.at(1)), parse_size(a.at(2)), 4))) {
+      g_named[name] = p;
+      out << "pitch ok " << name << " " << pitch;
+    }
+  } else if (cmd == "free") {
+    if (result(g_api.mem_free(g_named.at(a.at(1))))) out << "free ok";
+    g_named.erase(a.at(1));
+  } else if (cmd == "async") {
+    CUdeviceptr p = 0;
+    std::string name = name_or(a, 2);
+    if (result(g_api.mem_alloc_async(&p, parse_size(a.at(1)), nullptr))) {
+      g_named[name] = p;
+      out << "async ok " << name;
+    }
+  } else if (cmd == "freeasync") {
+    if (result(g_api.mem_free_async(g_named.at(a.at(1)), nullptr))) out << "freeasync ok";
+    g_named.erase(a.at(1));
+  } else if (cmd == "trim") {
+    CUmemoryPool pool;
+    if (result(g_api.device_get_mem_pool(&pool, g_device)) && result(g_api.ctx_synchronize()) &&
+        result(g_api.mem_pool_trim_to(pool, 0)))
+      out << "trim ok";
+  } else if (cmd == "vmm") {
+    uint64_t size = parse_size(a.at(1));
+    std::string name = name_or(a, 2);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = g_device;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    if (result(g_api.mem_create(&h, size, &prop, 0)) &&
+        result(g_api.mem_address_reserve(&va, size, 0, 0, 0)) &&
+        result(g_api.mem_map(va, size, 0, h, 0))) {
+      // Release the handle right away, as NCCL does: the mapping keeps it.
+      if (result(g_api.mem_release(h))) {
+        g_named[name] = va;
+        g_vmm_size[name] = size;
+        out << "vmm ok " << name;
+      }
+    }
+  } else if (cmd == "vmmfree") {
+    const std::string& name = a.at(1);
+    if (result(g_api.mem_unmap(g_named.at(name), g_vmm_size.at(name))) &&
+        result(g_api.mem_address_free(g_named.at(name), g_vmm_size.at(name))))
+      out << "vmmfree ok";
+  } else if (cmd == "meminfo") {
+    size_t free_bytes = 0, total = 0;
+    if (result(g_api.mem_get_info(&free_bytes, &total)))
+      out << "meminfo " << free_bytes << " " << total;
+  } else if (cmd == "totalmem") {
+    size_t total = 0;
+    if (result(g_api.device_total_mem(&total, g_device))) out << "totalmem " << total;
+  } else if (cmd == "nvmlmem") {
+    struct { unsigned long long total, free, used; } m{};
+    void* h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    using Init = int (*)();
+    using ByIndex = int (*)(unsigned, void**);
+    using MemInfo = int (*)(void*, void*);
+    void* dev = nullptr;
+    int r = -1;
+    if (h) {
+      auto init = reinterpret_cast<Init>(dlsym(h, "nvmlInit_v2"));
+      auto by_index = reinterpret_cast<ByIndex>(dlsym(h, "nvmlDeviceGetHandleByIndex_v2"));
+      auto mem_info = reinterpret_cast<MemInfo>(dlsym(h, "nvmlDeviceGetMemoryInfo"));
+      if (init && by_index && mem_info && init() == 0 && by_index(0, &dev) == 0)
+        r = mem_info(dev, &m);
+    }
+    if (r == 0) out << "nvmlmem " << m.free << " " << m.total << " " << m.used;
+    else out << "nvmlmem err " << r;
+  } else if (cmd == "launch") {
+    if (!g_module && !result(g_api.module_load_data(&g_module, kSpinPtx))) return out.str();
+    CUfunction f;
+    if (!result(g_api.module_get_function(&f, g_module, "gshare_spin"))) return out.str();
+    int count = std::stoi(a.at(1));
+    unsigned long long ns = std::stoull(a.at(2)) * 1000ull;
+    void* params[] = {&ns};
+    for (int i = 0; i < count; ++i)
+      if (!result(g_api.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)))
+        return out.str();
+    out << "launch ok " << count;
+  } else if (cmd == "sync") {
+    if (result(g_api.ctx_synchronize())) out << "sync ok";
+  } else if (cmd == "fill") {
+    uint64_t chunk = parse_size(a.at(1)), total = 0;
+    CUdeviceptr p;
+    CUresult r;
+    while ((r = g_api.mem_alloc(&p, chunk)) == CUDA_SUCCESS) {
+      total += chunk;
+      g_named["fill" + std::to_string(total)] = p;
+    }
+    out << "fill " << total << " stopped " << int(r);
+  } else if (cmd == "reset") {
+    g_named.clear();
+    if (result(g_api.primary_reset(g_device))) out << "reset ok";
+  } else if (cmd == "sleep") {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(a.at(1))));
+    out << "sleep ok";
+  } else if (cmd == "pid") {
+    out << "pid " << getpid();
+  } else if (cmd == "exit") {
+    exit(0);
+  } else {
+    out << "unknown " << cmd;
+  }
+  return out.str();
+}
+
+void run_line(const std::string& line) {
+  std::istringstream words(line);
+  std::vector<std::string> args;
+  for (std::string w; words >> w;) args.push_back(w);
+  if (args.empty()) return;
+  std::string reply;
+  try {
+    reply = run(args);
+  } catch (const std::exception& e) {
+    reply = args[0] + " bad arguments";
+  }
+  printf("%s\n", reply.c_str());
+  fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = "gpa";
+  bool from_stdin = false;
+  std::vector<std::string> commands;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--load=", 0) == 0) mode = arg.substr(7);
+    else if (arg == "--stdin") from_stdin = true;
+    else commands.push_back(arg);
+  }
+  load(mode);
+  for (const std::string& c : commands) run_line(c);
+  if (from_stdin)
+    for (std::string line; std::getline(std::cin, line);) run_line(line);
+  return 0;
+}
