@@ -1,0 +1,177 @@
+// gshare-top: a live view of the processes that run under gshare, read from
+// the per-GPU regions (never written). See tools/README.md.
+//
+//   gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [-h|--help] [--help-env]
+//
+// Files: top_cli (command line), top_sample (snapshots and rates: no
+// drawing), top_columns (the table of process columns), top_text (plain
+// frames), top_json (--json), top_terminal (the live screen and giving the
+// terminal back on every exit path). This file only picks a mode.
+//
+// --json prints one object on one line (schema version 1; fields are only
+// ever added within a version):
+//
+//   {"version": 1,
+//    "dir": "/dev/shm",                 regions were read from here
+//    "timestamp_unix_ns": N,            when the second sample was taken
+//    "sample_seconds": 0.25,            time between the two samples of the rates
+//    "dir_error": "...",                only if the directory could not be read
+//    "gpus": [                          one per region file, by path; [] if none
+//      {"uuid": "GPU-...", "path": "/dev/shm/gshare-GPU-...",
+//       "total_bytes": C,               the GPU's capacity
+//       "reserved_bytes": N,            Σ reserved of the live processes
+//       "repairs": N,                   times a holder died mid-update and state was repaired
+//       "reclaimed_slots": N,           dead processes' slots cleaned up
+//       "processes": [                  live processes only, by pid
+//         {"pid": N, "command": "...", "uid": N, "attach_unix_ns": N,
+//          "used_bytes": N,             allocated + context
+//          "quota_bytes": N,            = total_bytes when unlimited
+//          "allocated_bytes": N, "context_bytes": N,
+//          "reserved_bytes": N,         allocated + context + reservations in flight
+//          "peak_reserved_bytes": N,
+//          "allocations": N,            live device allocations
+//          "denied": N,                 allocations refused (quota or capacity)
+//          "launches": N,               cumulative kernel and graph launches
+//          "launches_per_second": X,    over sample_seconds
+//          "syncs": N,                  cumulative host synchronisations
+//          "state": "active"|"idle",    launched during the sample or not
+//          "slot": N, "generation": N}]},
+//      {"path": "...", "error": "..."}  a region that cannot be read: no other fields
+//    ]}
+
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tools/top_cli.h"
+#include "tools/top_json.h"
+#include "tools/top_sample.h"
+#include "tools/top_terminal.h"
+#include "tools/top_text.h"
+
+namespace gshare::top {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration to_duration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Two samples kFirstSampleWindow apart: the frame of --once and --json.
+Frame sample_window(const std::string& dir) {
+  Sample before = take_sample(dir);
+  std::this_thread::sleep_until(before.taken + kFirstSampleWindow);
+  return make_frame(dir, before, take_sample(dir));
+}
+
+// False, after saying why, if stdout could not take it (a full disk, a closed pipe).
+bool write_stdout(const std::string& text) {
+  fwrite(text.data(), 1, text.size(), stdout);
+  if (fflush(stdout) == 0 && !ferror(stdout)) return true;
+  fprintf(stderr, "gshare-top: cannot write the output: %s\n", strerror(errno));
+  return false;
+}
+
+int print_json(const CommandLine& command_line) {
+  return write_stdout(render_json(sample_window(command_line.dir)) + "\n") ? 0 : 1;
+}
+
+int print_once(const CommandLine& command_line) {
+  return write_stdout(join_lines(render_text(sample_window(command_line.dir), 0))) ? 0 : 1;
+}
+
+// stdout is a file or a pipe: plain frames, each after a title line and
+// followed by a blank line, until a signal ends us or the reader goes away.
+int print_frames(const CommandLine& command_line) {
+  Sample previous = take_sample(command_line.dir);
+  Clock::time_point next = previous.taken + kFirstSampleWindow;
+  for (;;) {
+    std::this_thread::sleep_until(next);
+    Sample current = take_sample(command_line.dir);
+    Frame frame = make_frame(command_line.dir, previous, current);
+    std::string text = title_line(frame, command_line.delay_seconds) + "\n" +
+                       join_lines(render_text(frame, 0)) + "\n";
+    if (!write_stdout(text)) return 1;
+    previous = std::move(current);
+    next = previous.taken + to_duration(command_line.delay_seconds);
+  }
+}
+
+std::vector<TextLine> live_screen(const std::optional<Frame>& frame, const CommandLine& command_line,
+                                  size_t width, bool reads_keys) {
+  if (!frame) return {{TextLine::Kind::kTitle, "gshare-top  " + command_line.dir + "  sampling"}};
+  std::string title = title_line(*frame, command_line.delay_seconds);
+  if (reads_keys) title += "  q quits";
+  std::vector<TextLine> lines = {{TextLine::Kind::kTitle, title}, {TextLine::Kind::kBlank, ""}};
+  for (TextLine& line : render_text(*frame, width)) lines.push_back(std::move(line));
+  return lines;
+}
+
+int run_live(const CommandLine& command_line) {
+  TerminalSession terminal;
+  std::optional<Frame> frame;
+  auto draw = [&] {
+    terminal.draw(live_screen(frame, command_line, TerminalSession::size().columns,
+                              terminal.reads_keys()));
+  };
+  Sample previous = take_sample(command_line.dir);
+  Clock::time_point next = previous.taken + kFirstSampleWindow;
+  draw();
+  for (;;) {
+    switch (terminal.wait_until(next)) {
+      case TerminalSession::Event::kQuit:
+        return 0;
+      case TerminalSession::Event::kRedraw:
+        draw();
+        continue;
+      case TerminalSession::Event::kTimeout:
+        break;
+    }
+    Sample current = take_sample(command_line.dir);
+    frame = make_frame(command_line.dir, previous, current);
+    previous = std::move(current);
+    next = previous.taken + to_duration(command_line.delay_seconds);
+    draw();
+  }
+}
+
+int run(const CommandLine& command_line) {
+  if (command_line.help) return write_stdout(usage_text()) ? 0 : 1;
+  if (command_line.help_env) return write_stdout(environment_text()) ? 0 : 1;
+  if (command_line.json) return print_json(command_line);
+  if (command_line.once) return print_once(command_line);
+  if (isatty(STDOUT_FILENO)) return run_live(command_line);
+  return print_frames(command_line);
+}
+
+}  // namespace
+}  // namespace gshare::top
+
+int main(int argc, char** argv) {
+  gshare::top::CommandLine command_line;
+  std::string error;
+  if (!gshare::top::parse_command_line(argc, argv, &command_line, &error)) {
+    fprintf(stderr, "gshare-top: %s\n", error.c_str());
+    return 2;
+  }
+  try {
+    return gshare::top::run(command_line);
+  } catch (const std::exception& e) {
+    // The live screen, if any, was given back while unwinding.
+    fprintf(stderr, "gshare-top: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    fprintf(stderr, "gshare-top: unexpected error\n");
+    return 1;
+  }
+}

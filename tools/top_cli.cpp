@@ -1,0 +1,181 @@
+#include "tools/top_cli.h"
+
+#include <getopt.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "intercept/options.h"
+#include "tools/top_columns.h"
+#include "tools/top_format.h"
+
+namespace gshare::top {
+
+namespace {
+
+constexpr const char* kDelayForms =
+    "a number of seconds greater than 0 and at most 3600, such as 1, 0.5 or 2.5";
+
+// Digits with at most one '.', like GSHARE_* sizes: no signs, exponents,
+// "inf" or hex, which strtod alone would take.
+bool parse_delay(const char* text, double* seconds) {
+  bool seen_digit = false, seen_dot = false;
+  for (const char* p = text; *p; ++p) {
+    if (*p >= '0' && *p <= '9') seen_digit = true;
+    else if (*p == '.' && !seen_dot) seen_dot = true;
+    else return false;
+  }
+  if (!seen_digit) return false;
+  double value = strtod(text, nullptr);
+  if (!(value > 0 && value <= kMaxDelaySeconds)) return false;
+  *seconds = value;
+  return true;
+}
+
+const OptionInfo* find_option(const char* name) {
+  size_t count = 0;
+  const OptionInfo* table = option_table(&count);
+  for (size_t i = 0; i < count; ++i)
+    if (strcmp(table[i].name, name) == 0) return &table[i];
+  return nullptr;
+}
+
+// GSHARE_DIR's default, from the preload's own table so the two never differ.
+std::string builtin_dir() {
+  const OptionInfo* option = find_option("GSHARE_DIR");
+  return option ? option->default_value : "/dev/shm";
+}
+
+std::string default_dir() {
+  const char* from_environment = getenv("GSHARE_DIR");
+  if (from_environment && *from_environment) return from_environment;
+  return builtin_dir();
+}
+
+// "/dev/shm/" and "/dev/shm" name the same regions; show them the same way.
+std::string without_trailing_slashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+enum LongOnly { kOnce = 256, kJson, kDir, kHelpEnv };
+
+const option kLongOptions[] = {
+    {"delay", required_argument, nullptr, 'd'},
+    {"once", no_argument, nullptr, kOnce},
+    {"json", no_argument, nullptr, kJson},
+    {"dir", required_argument, nullptr, kDir},
+    {"help", no_argument, nullptr, 'h'},
+    {"help-env", no_argument, nullptr, kHelpEnv},
+    {nullptr, 0, nullptr, 0},
+};
+
+// The option getopt just handled as the user typed it ("--delay", "-d"),
+// whether its value was attached ("--delay=0") or separate ("--delay 0").
+std::string typed_option(char** argv, int index, const char* value) {
+  const char* typed = argv[index - 1];
+  if (value && typed == value && index >= 2) typed = argv[index - 2];
+  std::string option(typed);
+  if (option.rfind("--", 0) == 0) return option.substr(0, option.find('='));
+  return option.substr(0, 2);
+}
+
+// What getopt rejected, as the user typed it.
+std::string rejected_option(char** argv, int index, int short_option) {
+  std::string typed = index > 0 ? argv[index - 1] : "";
+  if (typed.rfind("--", 0) == 0) return typed.substr(0, typed.find('='));
+  if (short_option > 0 && short_option < 128) return std::string("-") + char(short_option);
+  return typed;
+}
+
+}  // namespace
+
+bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* error) {
+  *out = CommandLine{};
+  const std::string see_help = "; see gshare-top --help";
+  opterr = 0;  // our own messages, one line each
+  optind = 1;
+  int c;
+  while ((c = getopt_long(argc, argv, ":d:h", kLongOptions, nullptr)) != -1) {
+    switch (c) {
+      case 'd':
+        if (!parse_delay(optarg, &out->delay_seconds)) {
+          *error = typed_option(argv, optind, optarg) + " " + optarg +
+                   " is not valid; accepted: " + kDelayForms;
+          return false;
+        }
+        break;
+      case kOnce: out->once = true; break;
+      case kJson: out->json = true; break;
+      case kDir:
+        if (!*optarg) {
+          *error = "--dir needs a directory" + see_help;
+          return false;
+        }
+        out->dir = optarg;
+        break;
+      case 'h': out->help = true; break;
+      case kHelpEnv: out->help_env = true; break;
+      case ':':
+        *error = rejected_option(argv, optind, optopt) + " needs a value" + see_help;
+        return false;
+      default:
+        // getopt reports a value given to a flag ("--once=3") as '?' too,
+        // with optopt naming the flag.
+        if (optopt >= 256 || (optopt > 0 && strchr("dh", optopt)))
+          *error = rejected_option(argv, optind, optopt) + " takes no value" + see_help;
+        else
+          *error = "unknown option " + rejected_option(argv, optind, optopt) + see_help;
+        return false;
+    }
+  }
+  if (optind < argc) {
+    *error = "unexpected argument " + std::string(argv[optind]) + see_help;
+    return false;
+  }
+  out->dir = without_trailing_slashes(out->dir.empty() ? default_dir() : out->dir);
+  return true;
+}
+
+std::string usage_text() {
+  std::string text =
+      "usage: gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [-h|--help] [--help-env]\n"
+      "\n"
+      "Shows the GPU memory and launches of every process running under gshare\n"
+      "(LD_PRELOAD=libgshare.so), read from the per-GPU regions gshare-<GPU-UUID>.\n"
+      "Reads only; needs no preload. Live on a terminal (q quits), plain frames\n"
+      "one after another when stdout is not a terminal.\n"
+      "\n"
+      "options:\n"
+      "  -d, --delay SECONDS  refresh interval, more than 0 and at most 3600 (default 1)\n"
+      "      --once           print one plain-text frame and exit\n"
+      "      --json           print one JSON snapshot and exit (schema: tools/README.md)\n"
+      "      --dir DIR        directory of the regions (default $GSHARE_DIR, else ";
+  text += builtin_dir() + ")\n";
+  text +=
+      "  -h, --help           this help\n"
+      "      --help-env       the GSHARE_* variables of the preload\n"
+      "\n"
+      "Rates are taken over the refresh interval; --once, --json and the first\n"
+      "live frame sample twice, 0.25 s apart (-d does not change that). --json\n"
+      "wins over --once.\n"
+      "\n"
+      "columns:\n";
+  for (const Column& column : process_columns())
+    text += "  " + pad_right(column.header, 10) + " " + column.description + "\n";
+  return text;
+}
+
+std::string environment_text() {
+  size_t count = 0;
+  const OptionInfo* table = option_table(&count);
+  std::string text = "Variables read by libgshare.so (gshare-top reads only GSHARE_DIR):\n";
+  for (size_t i = 0; i < count; ++i) {
+    text += "  " + std::string(table[i].name) + " (" + table[i].type + ", default " +
+            table[i].default_value + ")\n      " + table[i].description + "\n";
+  }
+  return text;
+}
+
+}  // namespace gshare::top

@@ -1,0 +1,116 @@
+#include "tools/top_format.h"
+
+#include <cstdio>
+
+namespace gshare::top {
+
+namespace {
+
+bool is_continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
+
+// Length of the well-formed UTF-8 sequence at `text[i]` that encodes a
+// printable code point, or 0 if the byte there should be replaced.
+size_t printable_sequence_length(std::string_view text, size_t i) {
+  unsigned char lead = static_cast<unsigned char>(text[i]);
+  if (lead < 0x20 || lead == 0x7F) return 0;
+  if (lead < 0x80) return 1;
+  size_t length;
+  uint32_t code_point;
+  if ((lead & 0xE0) == 0xC0) length = 2, code_point = lead & 0x1F;
+  else if ((lead & 0xF0) == 0xE0) length = 3, code_point = lead & 0x0F;
+  else if ((lead & 0xF8) == 0xF0) length = 4, code_point = lead & 0x07;
+  else return 0;
+  if (i + length > text.size()) return 0;
+  for (size_t k = 1; k < length; ++k) {
+    unsigned char byte = static_cast<unsigned char>(text[i + k]);
+    if (!is_continuation(byte)) return 0;
+    code_point = (code_point << 6) | (byte & 0x3F);
+  }
+  static const uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  bool overlong = code_point < kSmallest[length];
+  bool surrogate = code_point >= 0xD800 && code_point <= 0xDFFF;
+  bool c1_control = code_point >= 0x80 && code_point <= 0x9F;
+  if (overlong || surrogate || c1_control || code_point > 0x10FFFF) return 0;
+  return length;
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  const size_t last = sizeof kUnits / sizeof kUnits[0] - 1;
+  double value = double(bytes) / 1024.0;
+  size_t unit = 0;
+  // 1023.95 would print as "1024.0": promote it to "1.00" of the next unit.
+  while (unit < last && value >= 1023.95) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  snprintf(text, sizeof text, "%.*f %s", value < 9.995 ? 2 : 1, value, kUnits[unit]);
+  return text;
+}
+
+std::string format_rate(double per_second) {
+  char text[32];
+  if (per_second <= 0.0) return "0";
+  if (per_second < 999.95) snprintf(text, sizeof text, "%.1f", per_second);
+  else if (per_second < 999999.5) snprintf(text, sizeof text, "%.0f", per_second);
+  else snprintf(text, sizeof text, "%.1fM", per_second / 1e6);
+  return text;
+}
+
+std::string sanitize_for_terminal(std::string_view text) {
+  std::string safe;
+  safe.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    size_t length = printable_sequence_length(text, i);
+    if (length == 0) {
+      safe += '?';
+      ++i;
+    } else {
+      safe.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  return safe;
+}
+
+size_t display_width(std::string_view text) {
+  size_t width = 0;
+  for (char c : text)
+    if (!is_continuation(static_cast<unsigned char>(c))) ++width;
+  return width;
+}
+
+std::string truncate_to_width(std::string_view text, size_t width) {
+  if (display_width(text) <= width) return std::string(text);
+  if (width == 0) return "";
+  // Keep width - 1 code points, then the ellipsis.
+  size_t kept = 0, end = 0;
+  while (end < text.size()) {
+    if (!is_continuation(static_cast<unsigned char>(text[end]))) {
+      if (kept == width - 1) break;
+      ++kept;
+    }
+    ++end;
+  }
+  return std::string(text.substr(0, end)) + "\u2026";
+}
+
+std::string pad_right(std::string_view text, size_t width) {
+  std::string padded(text);
+  size_t used = display_width(text);
+  if (used < width) padded.append(width - used, ' ');
+  return padded;
+}
+
+std::string pad_left(std::string_view text, size_t width) {
+  size_t used = display_width(text);
+  std::string padded(used < width ? width - used : 0, ' ');
+  padded.append(text);
+  return padded;
+}
+
+}  // namespace gshare::top

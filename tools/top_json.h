@@ -1,0 +1,17 @@
+// The --json view of a Frame. The schema is documented in tools/README.md and
+// at the top of gshare_top.cpp; bump kJsonVersion when a field changes
+// meaning or goes away (adding a field does not).
+#pragma once
+
+#include <string>
+
+#include "tools/top_sample.h"
+
+namespace gshare::top {
+
+inline constexpr int kJsonVersion = 1;
+
+// One JSON object on one line, without a trailing newline.
+std::string render_json(const Frame& frame);
+
+}  // namespace gshare::top
