@@ -1,0 +1,144 @@
+"""Turns the raw runs of bench/run_benchmarks.sh into OUTDIR/results.json and
+OUTDIR/results.md: per benchmark, the median of the native trials, the median
+of the gshare trials, their ratio, and whether gshare meets its target.
+
+usage: summarize.py OUTDIR   (reads OUTDIR/raw/NAME.MODE.TRIAL.jsonl)
+"""
+
+import datetime
+import json
+import pathlib
+import statistics
+import sys
+
+MiB = 1 << 20
+
+
+def result_key(record):
+    """Which row of the table a JSON line of a benchmark belongs to."""
+    if record["benchmark"] == "alloc_free":
+        return f"alloc_free_{record['bytes'] // MiB}MiB"
+    if record["benchmark"] == "train_steps":
+        return f"train_steps_{record['model']}"
+    return record["benchmark"]
+
+
+# key: (label, field, unit, target kind, target value)
+#   "ratio_at_least": gshare / native must be >= value (higher is better)
+#   "added_at_most":  gshare - native must be <= value (lower is better)
+ROWS = {
+    "launch_rate": ("launch rate, back to back", "per_second", "launches/s",
+                    "ratio_at_least", 0.98),
+    "launch_cost": ("launch rate, host side (bursts of 1000)", "per_second", "launches/s",
+                    "ratio_at_least", 0.98),
+    "alloc_free_1MiB": ("alloc+free, 1 MiB", "ns_per_pair", "ns/pair", "added_at_most", 1000),
+    "alloc_free_64MiB": ("alloc+free, 64 MiB", "ns_per_pair", "ns/pair", "added_at_most", 1000),
+    "train_steps_launch_bound": ("training, launch-bound MLP (64 x 64-wide)", "steps_per_second",
+                                 "steps/s", "ratio_at_least", 0.99),
+    "train_steps_compute_bound": ("training, compute-bound MLP (4 x 4096-wide, bf16)",
+                                  "steps_per_second", "steps/s", "ratio_at_least", 0.99),
+}
+
+
+def read_runs(raw):
+    """{key: {"native": [values], "gshare": [values]}} in trial order."""
+    values = {}
+    def name_mode_trial(path):
+        name, mode, trial, _ = path.name.split(".")
+        return name, mode, int(trial)
+
+    for path in sorted(raw.glob("*.jsonl"), key=name_mode_trial):
+        _, mode, _ = name_mode_trial(path)
+        for line in path.read_text().splitlines():
+            if not line.strip().startswith("{"):
+                continue
+            record = json.loads(line)
+            key = result_key(record)
+            if key in ROWS:
+                values.setdefault(key, {"native": [], "gshare": []})[mode].append(record[ROWS[key][1]])
+    return values
+
+
+def summarize_row(key, runs):
+    label, field, unit, kind, target = ROWS[key]
+    row = {"name": key, "label": label, "field": field, "unit": unit,
+           "native": {"median": None, "values": runs.get("native", [])},
+           "gshare": {"median": None, "values": runs.get("gshare", [])},
+           "ratio": None, "met": False}
+    if kind == "ratio_at_least":
+        row["target"] = f">= {target} x native"
+    else:
+        row["target"] = f"<= {target} ns added"
+    for mode in ("native", "gshare"):
+        if row[mode]["values"]:
+            row[mode]["median"] = statistics.median(row[mode]["values"])
+    native, gshare = row["native"]["median"], row["gshare"]["median"]
+    if native is None or gshare is None:
+        row["note"] = "no data for " + " or ".join(
+            mode for mode in ("native", "gshare") if row[mode]["median"] is None)
+        return row
+    row["ratio"] = gshare / native
+    if kind == "ratio_at_least":
+        row["met"] = row["ratio"] >= target
+    else:
+        row["added"] = gshare - native
+        row["met"] = row["added"] <= target
+    return row
+
+
+def read_optional(outdir, name):
+    path = outdir / name
+    return path.read_text().strip() if path.exists() else None
+
+
+def markdown(summary):
+    lines = [
+        "# gshare benchmarks",
+        "",
+        f"- device: {summary['device']}",
+        f"- PyTorch: {summary['torch'] or 'unknown'}",
+        f"- commit: {summary['commit'] or 'unknown'}",
+        f"- date: {summary['date']}",
+        f"- trials: {summary['trials']} per mode, native and gshare alternating; medians",
+        "",
+        "| benchmark | native median | gshare median | ratio | target | met? |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in summary["benchmarks"]:
+        def cell(value):
+            return "—" if value is None else f"{value:,.1f} {row['unit']}"
+        ratio = "—" if row["ratio"] is None else f"{row['ratio']:.4f}"
+        if "added" in row:
+            ratio += f" ({row['added']:+,.0f} ns)"
+        met = "yes" if row["met"] else ("no data" if row["ratio"] is None else "**no**")
+        lines.append(f"| {row['label']} | {cell(row['native']['median'])} | "
+                     f"{cell(row['gshare']['median'])} | {ratio} | {row['target']} | {met} |")
+    lines += ["", "Ratio is gshare median / native median. Raw runs: raw/*.jsonl; "
+              "see bench/README.md for what each benchmark measures.", ""]
+    return "\n".join(lines)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: summarize.py OUTDIR")
+    outdir = pathlib.Path(sys.argv[1])
+    runs = read_runs(outdir / "raw")
+    rows = [summarize_row(key, runs.get(key, {})) for key in ROWS]
+    trials = max((len(r["native"]["values"]) for r in rows), default=0)
+    summary = {
+        "device": read_optional(outdir, "device.txt") or "unknown",
+        "torch": read_optional(outdir, "torch_version.txt"),
+        "commit": read_optional(outdir, "commit.txt"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "trials": trials,
+        "benchmarks": rows,
+        "all_met": all(row["met"] for row in rows),
+    }
+    (outdir / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+    text = markdown(summary)
+    (outdir / "results.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
