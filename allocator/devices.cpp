@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "allocator/context_memory.h"
 #include "allocator/upkeep.h"
@@ -16,9 +17,12 @@
 namespace gshare::allocator {
 
 namespace detail {
-Device g_devices[kMaxDevices];
+Device* g_devices = nullptr;
 }
-using detail::g_devices;
+
+namespace {
+alignas(Device) unsigned char g_device_storage[sizeof(Device) * kMaxDevices];
+}
 
 namespace {
 
@@ -59,11 +63,10 @@ void process_command(char* out, size_t out_len) {
 void update_only_slot() {
   shm::Slot* only = nullptr;
   int count = 0;
-  for (Device& d : g_devices) {
-    if (!d.attached.load(std::memory_order_relaxed)) continue;
+  for_each_attached_device([&](Device& d) {
     ++count;
     only = d.account.slot();
-  }
+  });
   g_only_slot.store(count == 1 ? only : nullptr, std::memory_order_release);
 }
 
@@ -96,8 +99,8 @@ void attach_region(Device& d, uint64_t quota) {
 }
 
 Device* attach(int ordinal) {
-  if (ordinal < 0 || ordinal >= kMaxDevices) return nullptr;
-  Device& d = g_devices[ordinal];
+  if (ordinal < 0 || ordinal >= kMaxDevices || !detail::g_devices) return nullptr;
+  Device& d = detail::g_devices[ordinal];
   if (d.attached.load(std::memory_order_acquire)) return &d;
   pthread_mutex_lock(&g_attach_mutex);
   if (!d.attached.load(std::memory_order_relaxed)) {
@@ -125,7 +128,13 @@ Device* attach(int ordinal) {
 
 }  // namespace
 
-void configure_devices(const Options& options) { g_options = options; }
+void configure_devices(const Options& options) {
+  g_options = options;
+  if (detail::g_devices) return;
+  Device* devices = reinterpret_cast<Device*>(g_device_storage);
+  for (int i = 0; i < kMaxDevices; ++i) new (&devices[i]) Device();
+  detail::g_devices = devices;
+}
 
 uint64_t quota_for(uint64_t physical_bytes) {
   uint64_t quota = g_options.mem_limit.resolve(physical_bytes);
@@ -148,25 +157,27 @@ Device* current_device() {
 Device* device_at(int ordinal) { return attach(ordinal); }
 
 Device* attached_device(int ordinal) {
-  if (ordinal < 0 || ordinal >= kMaxDevices) return nullptr;
-  Device& d = g_devices[ordinal];
+  if (ordinal < 0 || ordinal >= kMaxDevices || !detail::g_devices) return nullptr;
+  Device& d = detail::g_devices[ordinal];
   return d.attached.load(std::memory_order_acquire) ? &d : nullptr;
 }
 
 Device* attached_device_by_uuid(const char* uuid) {
-  for (Device& d : g_devices)
-    if (d.attached.load(std::memory_order_acquire) && strcmp(d.uuid, uuid) == 0) return &d;
-  return nullptr;
+  Device* found = nullptr;
+  for_each_attached_device([&](Device& d) {
+    if (!found && strcmp(d.uuid, uuid) == 0) found = &d;
+  });
+  return found;
 }
 
 shm::Slot* only_slot() { return g_only_slot.load(std::memory_order_relaxed); }
 
 void forget_devices_after_fork() {
   g_attach_mutex = PTHREAD_MUTEX_INITIALIZER;
-  for (Device& d : g_devices) {
+  for_each_attached_device([](Device& d) {
     d.account.forget_after_fork();
     d.attached.store(false, std::memory_order_relaxed);
-  }
+  });
   g_only_slot.store(nullptr, std::memory_order_relaxed);
 }
 

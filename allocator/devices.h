@@ -60,13 +60,17 @@ void forget_devices_after_fork();
 void format_uuid(const CUuuid& uuid, char* out, size_t out_len);
 
 namespace detail {
-extern Device g_devices[kMaxDevices];
+// Null until configure_devices: the table is built then, in zeroed storage,
+// so that a program that never uses CUDA never even touches its pages.
+extern Device* g_devices;
 }
 
 template <class Fn>
 void for_each_attached_device(Fn&& fn) {
-  for (Device& d : detail::g_devices)
-    if (d.attached.load(std::memory_order_acquire)) fn(d);
+  Device* devices = detail::g_devices;
+  if (!devices) return;
+  for (int i = 0; i < kMaxDevices; ++i)
+    if (devices[i].attached.load(std::memory_order_acquire)) fn(devices[i]);
 }
 
 }  // namespace gshare::allocator

@@ -14,9 +14,11 @@ namespace gshare::allocator {
 namespace {
 
 // One charged pool. `pool` null with `graph` set is a device's graph memory.
+// All-zero is an unused entry, so the table costs no loaded data.
 struct PoolCharge {
   CUmemoryPool pool = nullptr;
-  int device = -1;
+  int device = 0;
+  bool used = false;
   bool graph = false;
   uint64_t charged = 0;
 };
@@ -52,14 +54,14 @@ bool graph_reserved_bytes(int device, uint64_t* value) {
 
 PoolCharge* find_charge(CUmemoryPool pool, int device, bool graph) {
   for (PoolCharge& c : g_pools)
-    if (c.device == device && c.pool == pool && c.graph == graph) return &c;
+    if (c.used && c.device == device && c.pool == pool && c.graph == graph) return &c;
   return nullptr;
 }
 
 PoolCharge* add_charge(CUmemoryPool pool, int device, bool graph) {
   for (PoolCharge& c : g_pools) {
-    if (c.device >= 0) continue;
-    c = PoolCharge{pool, device, graph, 0};
+    if (c.used) continue;
+    c = PoolCharge{pool, device, true, graph, 0};
     return &c;
   }
   return nullptr;
@@ -74,7 +76,7 @@ void settle(Device& device, PoolCharge& charge, uint64_t now) {
 
 void refresh_locked(Device& device) {
   for (PoolCharge& c : g_pools) {
-    if (c.device != device.ordinal || c.graph) continue;
+    if (!c.used || c.device != device.ordinal || c.graph) continue;
     uint64_t now = 0;
     if (!pool_attribute(c.pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now)) {
       settle(device, c, 0);  // the pool is gone (destroyed, or its context)
@@ -184,7 +186,7 @@ void refresh_pool_charges(Device& device) {
 void forget_pool(CUmemoryPool pool) {
   Locked lock;
   for (PoolCharge& c : g_pools) {
-    if (c.pool != pool || c.graph || c.device < 0) continue;
+    if (!c.used || c.pool != pool || c.graph) continue;
     if (Device* device = attached_device(c.device)) settle(*device, c, 0);
     c = PoolCharge{};
   }
