@@ -7,7 +7,7 @@
 # Environment:
 #   BENCH_BUILD_DIR  the CMake build directory (default: <repo>/build), with
 #                     libgshare.so and bench/bench_{launch_rate,alloc_free}
-#   TRIALS            trials per mode (default 5)
+#   TRIALS            trials per mode (default 9)
 #   PYTHON            interpreter with PyTorch (default python3)
 #   LAUNCHES, PAIRS, TRAIN_SECONDS
 #                     sizes of the runs (defaults 200000, 20000, 4), to make a
@@ -27,7 +27,7 @@ outdir=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 build=${BENCH_BUILD_DIR:-$repo/build}
-trials=${TRIALS:-5}
+trials=${TRIALS:-9}
 python=${PYTHON:-python3}
 launches=${LAUNCHES:-200000}
 pairs=${PAIRS:-20000}
