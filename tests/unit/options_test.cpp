@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "intercept/options.h"
@@ -107,5 +109,18 @@ TEST_CASE("the table documents every variable") {
     CHECK(std::strncmp(table[i].name, "GSHARE_", 7) == 0);
     CHECK(std::strlen(table[i].description) > 10);
     CHECK(std::strlen(table[i].default_value) > 0);
+  }
+}
+
+TEST_CASE("the README lists every variable in its table") {
+  std::ifstream file(std::string(GSHARE_SOURCE_DIR) + "/README.md");
+  REQUIRE(file);
+  std::stringstream readme;
+  readme << file.rdbuf();
+  size_t count = 0;
+  const gshare::OptionInfo* table = gshare::option_table(&count);
+  for (size_t i = 0; i < count; ++i) {
+    INFO(table[i].name);
+    CHECK(readme.str().find(std::string("| `") + table[i].name + "` |") != std::string::npos);
   }
 }
