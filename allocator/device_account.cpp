@@ -28,12 +28,29 @@ shm::ReserveResult DeviceAccount::reserve(uint64_t bytes) {
   if (shared_) {
     shm::ReserveResult r = arbiter_.reserve(bytes);
     if (r.status != shm::ReserveStatus::kArbiterBroken) return r;
-    // The region's lock is unusable: keep enforcing the quota locally.
-    use_local(arbiter_.slot()->quota_bytes, capacity_bytes_);
-    reserved_bytes_ = arbiter_.slot()->reserved_bytes;
-    allocated_bytes_ = arbiter_.slot()->allocated_bytes;
-    context_bytes_ = arbiter_.slot()->context_bytes;
+    fall_back_to_local();
   }
+  return reserve_local(bytes, false);
+}
+
+shm::ReserveResult DeviceAccount::reserve_allocation(uint64_t bytes) {
+  if (shared_) {
+    shm::ReserveResult r = arbiter_.reserve_allocation(bytes);
+    if (r.status != shm::ReserveStatus::kArbiterBroken) return r;
+    fall_back_to_local();
+  }
+  return reserve_local(bytes, true);
+}
+
+// The region's lock is unusable: keep enforcing the quota in this process.
+void DeviceAccount::fall_back_to_local() {
+  use_local(arbiter_.slot()->quota_bytes, capacity_bytes_);
+  reserved_bytes_ = arbiter_.slot()->reserved_bytes;
+  allocated_bytes_ = arbiter_.slot()->allocated_bytes;
+  context_bytes_ = arbiter_.slot()->context_bytes;
+}
+
+shm::ReserveResult DeviceAccount::reserve_local(uint64_t bytes, bool allocated) {
   Locked lock(&mutex_);
   uint64_t limit = quota_bytes_ < capacity_bytes_ ? quota_bytes_ : capacity_bytes_;
   if (bytes > limit || reserved_bytes_ > limit - bytes) {
@@ -42,6 +59,7 @@ shm::ReserveResult DeviceAccount::reserve(uint64_t bytes) {
             reserved_bytes_};
   }
   reserved_bytes_ += bytes;
+  if (allocated) allocated_bytes_ += bytes;
   return {shm::ReserveStatus::kGranted, limit, reserved_bytes_ - bytes};
 }
 

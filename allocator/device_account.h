@@ -24,6 +24,8 @@ class DeviceAccount {
   void use_local(uint64_t quota_bytes, uint64_t capacity_bytes);
 
   shm::ReserveResult reserve(uint64_t bytes);
+  // reserve + commit at once; `release` undoes it.
+  shm::ReserveResult reserve_allocation(uint64_t bytes);
   void commit(uint64_t bytes, uint32_t allocations = 1);
   void rollback(uint64_t bytes);
   void release(uint64_t bytes, uint32_t allocations = 1);
@@ -44,6 +46,9 @@ class DeviceAccount {
   void forget_after_fork();
 
  private:
+  void fall_back_to_local();
+  shm::ReserveResult reserve_local(uint64_t bytes, bool allocated);
+
   bool shared_ = false;
   shm::Arbiter arbiter_;
   uint64_t capacity_bytes_ = 0;

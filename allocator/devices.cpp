@@ -18,7 +18,9 @@ namespace gshare::allocator {
 
 namespace detail {
 Device* g_devices = nullptr;
+std::atomic<shm::Slot*> g_only_slot{nullptr};
 }
+using detail::g_only_slot;
 
 namespace {
 alignas(Device) unsigned char g_device_storage[sizeof(Device) * kMaxDevices];
@@ -28,7 +30,6 @@ namespace {
 
 Options g_options;
 pthread_mutex_t g_attach_mutex = PTHREAD_MUTEX_INITIALIZER;
-std::atomic<shm::Slot*> g_only_slot{nullptr};
 
 // /proc/self/stat field 22: with the pid, it tells a reused pid apart.
 uint64_t process_start_ticks() {
@@ -169,8 +170,6 @@ Device* attached_device_by_uuid(const char* uuid) {
   });
   return found;
 }
-
-shm::Slot* only_slot() { return g_only_slot.load(std::memory_order_relaxed); }
 
 void forget_devices_after_fork() {
   g_attach_mutex = PTHREAD_MUTEX_INITIALIZER;

@@ -46,8 +46,11 @@ uint64_t quota_for(uint64_t physical_bytes);
 
 // The only attached slot, or null when the process uses no device or
 // several: lets the launch path count without asking the driver which
-// device a stream belongs to.
-shm::Slot* only_slot();
+// device a stream belongs to. Inline: it is on every launch.
+namespace detail {
+extern std::atomic<shm::Slot*> g_only_slot;
+}
+inline shm::Slot* only_slot() { return detail::g_only_slot.load(std::memory_order_relaxed); }
 
 // Calls fn(Device&) for each attached device.
 template <class Fn>

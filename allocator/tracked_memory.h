@@ -2,9 +2,10 @@
 // runs, and its mirror for frees.
 //
 //   reserve   the bytes in the arbiter, atomically against the quota and C
+//             (counted as allocated at once: one lock, not two)
 //   call      the real driver function
-//   commit    on success, and record the allocation in the ledger
-//   rollback  on failure: the reservation goes back, the driver's error too
+//   record    on success, the allocation in the ledger
+//   release   on failure: the reservation goes back, the driver's error too
 //
 // Over a limit the driver is never called and the caller gets
 // CUDA_ERROR_OUT_OF_MEMORY, which PyTorch's caching allocator answers by
@@ -39,15 +40,14 @@ void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes,
 template <class Call>
 CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name, uint64_t bytes,
                           Call&& call) {
-  shm::ReserveResult granted = device.account.reserve(bytes);
+  shm::ReserveResult granted = device.account.reserve_allocation(bytes);
   if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
   uint64_t key = 0;
   CUresult result = call(&key);
   if (result != CUDA_SUCCESS) {
-    device.account.rollback(bytes);
+    device.account.release(bytes);
     return result;
   }
-  device.account.commit(bytes);
   record(device, kind, key, bytes);
   return result;
 }

@@ -1,63 +1,58 @@
 // Kernel and graph launches. Each passes the launch gate (scheduler/), then
 // the driver. This is the hot path: no lock, no syscall, no allocation.
 // A graph launch is one unit.
+//
+// Each hook has two bodies. The exported one does the common case inline
+// and ends in a jump to the driver: a few loads, one relaxed atomic add,
+// nothing to save or restore. Anything else (gshare not active, a capture in
+// progress, several GPUs, an unbound driver) goes to the cold `_slow` twin.
 #include "intercept/interception.h"
 #include "scheduler/launch_gate.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
 
-#define GSHARE_GATE(stream) \
-  if (GSHARE_LIKELY(hooks_active())) scheduler::before_launch(stream)
+#define GSHARE_LAUNCH_HOOK(name, stream, params, args)                                    \
+  namespace {                                                                             \
+  [[gnu::noinline, gnu::cold]] CUresult name##_slow params {                             \
+    if (hooks_active()) scheduler::before_launch_slow(stream);                           \
+    return REAL(name) args;                                                               \
+  }                                                                                       \
+  }                                                                                       \
+  GSHARE_HOOK(CUresult, name, params) {                                                   \
+    void* real = __atomic_load_n(&g_real[int(HookId::id_##name)], __ATOMIC_RELAXED);      \
+    if (GSHARE_LIKELY(real != nullptr && hooks_active() && scheduler::launch_fast_path())) \
+      return reinterpret_cast<decltype(&name)>(real) args;                                \
+    return name##_slow args;                                                              \
+  }
 
-GSHARE_HOOK(CUresult, cuLaunchKernel,
-            (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-             unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params,
-             void** extra)) {
-  GSHARE_GATE(stream);
-  return REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
-}
+#define GSHARE_KERNEL_PARAMS                                                             \
+  (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,     \
+   unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params, \
+   void** extra)
+#define GSHARE_KERNEL_ARGS (f, gx, gy, gz, bx, by, bz, shared, stream, params, extra)
 
-GSHARE_HOOK(CUresult, cuLaunchKernel_ptsz,
-            (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-             unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params,
-             void** extra)) {
-  GSHARE_GATE(stream);
-  return REAL(cuLaunchKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
-}
+GSHARE_LAUNCH_HOOK(cuLaunchKernel, stream, GSHARE_KERNEL_PARAMS, GSHARE_KERNEL_ARGS)
+GSHARE_LAUNCH_HOOK(cuLaunchKernel_ptsz, stream, GSHARE_KERNEL_PARAMS, GSHARE_KERNEL_ARGS)
 
-GSHARE_HOOK(CUresult, cuLaunchKernelEx,
-            (const CUlaunchConfig* config, CUfunction f, void** params, void** extra)) {
-  GSHARE_GATE(config ? config->hStream : nullptr);
-  return REAL(cuLaunchKernelEx)(config, f, params, extra);
-}
+#define GSHARE_EX_PARAMS (const CUlaunchConfig* config, CUfunction f, void** params, void** extra)
+#define GSHARE_EX_ARGS (config, f, params, extra)
 
-GSHARE_HOOK(CUresult, cuLaunchKernelEx_ptsz,
-            (const CUlaunchConfig* config, CUfunction f, void** params, void** extra)) {
-  GSHARE_GATE(config ? config->hStream : nullptr);
-  return REAL(cuLaunchKernelEx_ptsz)(config, f, params, extra);
-}
+GSHARE_LAUNCH_HOOK(cuLaunchKernelEx, config ? config->hStream : nullptr, GSHARE_EX_PARAMS,
+                   GSHARE_EX_ARGS)
+GSHARE_LAUNCH_HOOK(cuLaunchKernelEx_ptsz, config ? config->hStream : nullptr, GSHARE_EX_PARAMS,
+                   GSHARE_EX_ARGS)
 
-GSHARE_HOOK(CUresult, cuLaunchCooperativeKernel,
-            (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-             unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params)) {
-  GSHARE_GATE(stream);
-  return REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, shared, stream, params);
-}
+#define GSHARE_COOPERATIVE_PARAMS                                                         \
+  (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,      \
+   unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params)
+#define GSHARE_COOPERATIVE_ARGS (f, gx, gy, gz, bx, by, bz, shared, stream, params)
 
-GSHARE_HOOK(CUresult, cuLaunchCooperativeKernel_ptsz,
-            (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-             unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params)) {
-  GSHARE_GATE(stream);
-  return REAL(cuLaunchCooperativeKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shared, stream, params);
-}
+GSHARE_LAUNCH_HOOK(cuLaunchCooperativeKernel, stream, GSHARE_COOPERATIVE_PARAMS,
+                   GSHARE_COOPERATIVE_ARGS)
+GSHARE_LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, stream, GSHARE_COOPERATIVE_PARAMS,
+                   GSHARE_COOPERATIVE_ARGS)
 
-GSHARE_HOOK(CUresult, cuGraphLaunch, (CUgraphExec graph, CUstream stream)) {
-  GSHARE_GATE(stream);
-  return REAL(cuGraphLaunch)(graph, stream);
-}
-
-GSHARE_HOOK(CUresult, cuGraphLaunch_ptsz, (CUgraphExec graph, CUstream stream)) {
-  GSHARE_GATE(stream);
-  return REAL(cuGraphLaunch_ptsz)(graph, stream);
-}
+GSHARE_LAUNCH_HOOK(cuGraphLaunch, stream, (CUgraphExec graph, CUstream stream), (graph, stream))
+GSHARE_LAUNCH_HOOK(cuGraphLaunch_ptsz, stream, (CUgraphExec graph, CUstream stream),
+                   (graph, stream))

@@ -24,9 +24,9 @@ bool stream_is_capturing(CUstream stream) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void count_launch_slow() {
-  // No single device: count on the current context's device (attaching it,
-  // for a program whose first act on a GPU is a launch).
+void before_launch_slow(CUstream stream) {
+  if (g_captures_in_progress.load(std::memory_order_relaxed) != 0 && stream_is_capturing(stream))
+    return;
   allocator::Device* device = allocator::current_device();
   if (!device) return;
   if (shm::Slot* slot = device->account.slot())

@@ -23,18 +23,22 @@ void note_capture_ended();
 void forget_captures_after_fork();
 
 bool stream_is_capturing(CUstream stream);
-void count_launch_slow();
 
-inline void before_launch(CUstream stream) {
-  if (__builtin_expect(g_captures_in_progress.load(std::memory_order_relaxed) != 0, 0) &&
-      stream_is_capturing(stream))
-    return;
-  if (shm::Slot* slot = allocator::only_slot(); __builtin_expect(slot != nullptr, 1)) {
-    slot->launches.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  count_launch_slow();
+// The common case, all inline: no capture in progress anywhere in the
+// process and one device in use. Counts the launch and returns true; false
+// sends the launch to before_launch_slow, which handles everything else.
+inline bool launch_fast_path() {
+  if (g_captures_in_progress.load(std::memory_order_relaxed) != 0) return false;
+  shm::Slot* slot = allocator::only_slot();
+  if (slot == nullptr) return false;
+  slot->launches.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
+
+// Skips launches being captured into a graph; counts the rest on the device
+// of the current context (attaching it, for a program whose first act on a
+// GPU is a launch).
+void before_launch_slow(CUstream stream);
 
 // A host synchronisation returned (an iteration boundary, later).
 void after_host_sync();

@@ -92,6 +92,20 @@ void Arbiter::release_slot() {
 
 ReserveResult Arbiter::reserve(uint64_t bytes) {
   if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
+  ReserveResult result = reserve_locked(bytes, 0);
+  unlock();
+  return result;
+}
+
+ReserveResult Arbiter::reserve_allocation(uint64_t bytes) {
+  if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
+  ReserveResult result = reserve_locked(bytes, 1);
+  unlock();
+  return result;
+}
+
+// With `allocations` > 0 the granted bytes also count as allocated at once.
+ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations) {
   RegionHeader& h = file_.region->header;
   Slot& s = file_.region->slots[own_slot_];
   ReserveResult result{ReserveStatus::kGranted, 0, 0};
@@ -104,17 +118,18 @@ ReserveResult Arbiter::reserve(uint64_t bytes) {
       fits = h.reserved_bytes <= h.capacity_bytes - bytes;
     if (!fits) result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
   }
-  {
-    WriteSection write(h);
-    if (result.status == ReserveStatus::kGranted) {
-      s.reserved_bytes += bytes;
-      h.reserved_bytes += bytes;
-      if (s.reserved_bytes > s.peak_reserved_bytes) s.peak_reserved_bytes = s.reserved_bytes;
-    } else {
-      s.denied_count++;
+  WriteSection write(h);
+  if (result.status == ReserveStatus::kGranted) {
+    s.reserved_bytes += bytes;
+    h.reserved_bytes += bytes;
+    if (allocations > 0) {
+      s.allocated_bytes += bytes;
+      s.allocation_count += allocations;
     }
+    if (s.reserved_bytes > s.peak_reserved_bytes) s.peak_reserved_bytes = s.reserved_bytes;
+  } else {
+    s.denied_count++;
   }
-  unlock();
   return result;
 }
 

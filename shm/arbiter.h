@@ -58,6 +58,9 @@ class Arbiter {
   void forget_slot() { own_slot_ = -1; }
 
   ReserveResult reserve(uint64_t bytes);
+  // reserve + commit under one lock, for an allocation whose size is known
+  // before the driver call; `release` undoes it if the driver then fails.
+  ReserveResult reserve_allocation(uint64_t bytes);
   // `allocations` is how many ledger entries the bytes belong to: pool
   // growth is charged with 0, a block served from a pool with 0 bytes and 1.
   void commit(uint64_t bytes, uint32_t allocations = 1);  // +allocated
@@ -85,6 +88,7 @@ class Arbiter {
 
  private:
   struct WriteSection;
+  ReserveResult reserve_locked(uint64_t bytes, uint32_t allocations);
   bool lock();
   void unlock();
   int reclaim_dead_slots_locked();
