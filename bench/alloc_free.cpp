@@ -6,15 +6,23 @@
 //
 // usage: alloc_free [--pairs N] [--mib SIZE]...   (default: 20000 pairs of 1 and 64 MiB)
 //
-// Prints one JSON line per size:
+// Prints two JSON lines per size:
 //   {"benchmark":"alloc_free","bytes":B,"pairs":N,"seconds":S,"ns_per_pair":X}
+//   {"benchmark":"alloc_free_ab","bytes":B,"hooked_ns":H,"direct_ns":D,"added_ns":H-D}
+//       in one process, batches of pairs through the linked functions
+//       (gshare's wrappers under the preload) alternating with batches
+//       through the driver's own (bench/direct_driver.h), medians of each;
+//       natively both are the same functions and added_ns is the noise floor.
 #include <cuda.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <vector>
+
+#include "bench/direct_driver.h"
 
 namespace {
 
@@ -42,6 +50,46 @@ inline void alloc_and_free(size_t bytes) {
   CUdeviceptr pointer;
   CHECK(cuMemAlloc(&pointer, bytes));  // cuMemAlloc_v2
   CHECK(cuMemFree(pointer));           // cuMemFree_v2
+}
+
+using Alloc = decltype(&cuMemAlloc);
+using Free = decltype(&cuMemFree);
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void alloc_free_ab(size_t bytes, unsigned long pairs) {
+  auto direct_alloc = reinterpret_cast<Alloc>(bench::driver_symbol("cuMemAlloc_v2"));
+  auto direct_free = reinterpret_cast<Free>(bench::driver_symbol("cuMemFree_v2"));
+  if (!direct_alloc || !direct_free) {
+    fprintf(stderr, "alloc_free: cannot find libcuda's own cuMemAlloc_v2/cuMemFree_v2\n");
+    return;
+  }
+  constexpr unsigned long kBatch = 100;
+  std::vector<double> hooked_ns, direct_ns;
+  for (unsigned long r = 0; r < (pairs + 2 * kBatch - 1) / (2 * kBatch); ++r) {
+    for (int side = 0; side < 2; ++side) {
+      bool use_hooked = (side == 0) == (r % 2 == 0);
+      Alloc a = use_hooked ? Alloc(&cuMemAlloc) : direct_alloc;
+      Free f = use_hooked ? Free(&cuMemFree) : direct_free;
+      auto start = std::chrono::steady_clock::now();
+      for (unsigned long i = 0; i < kBatch; ++i) {
+        CUdeviceptr pointer;
+        CHECK(a(&pointer, bytes));
+        CHECK(f(pointer));
+      }
+      double ns = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() *
+                  1e9 / double(kBatch);
+      (use_hooked ? hooked_ns : direct_ns).push_back(ns);
+    }
+  }
+  double h = median(hooked_ns), d = median(direct_ns);
+  printf("{\"benchmark\":\"alloc_free_ab\",\"bytes\":%zu,\"hooked_ns\":%.1f,\"direct_ns\":%.1f,"
+         "\"added_ns\":%.1f}\n",
+         bytes, h, d, h - d);
+  fflush(stdout);
 }
 
 }  // namespace
@@ -79,6 +127,7 @@ int main(int argc, char** argv) {
            "\"ns_per_pair\":%.1f}\n",
            bytes, pairs, seconds, seconds * 1e9 / double(pairs));
     fflush(stdout);
+    alloc_free_ab(bytes, pairs);
   }
 
   CHECK(cuDevicePrimaryCtxRelease(device));

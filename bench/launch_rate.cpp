@@ -14,6 +14,12 @@
 //       bursts of B launches timed on the host, each followed by an untimed
 //       sync, so the queue never fills: the host-side cost of cuLaunchKernel
 //       alone, where a hook's overhead shows most.
+//   {"benchmark":"launch_ab","hooked_ns":H,"direct_ns":D,"ratio":D/H,...}
+//       in one process, bursts through the linked cuLaunchKernel (gshare's
+//       wrapper under the preload) alternating with bursts through the
+//       driver's own function (bench/direct_driver.h), medians of each. The
+//       ratio is the hooked launch rate over the direct one; run natively, both
+//       are the same function and the ratio is the noise floor.
 //
 // The kernel comes from PTX text (JIT-compiled by the driver for whatever
 // GPU is present), so the program needs no nvcc and runs on any GPU.
@@ -23,6 +29,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+#include <algorithm>
+
+#include "bench/direct_driver.h"
 
 namespace {
 
@@ -80,6 +90,40 @@ inline void launch(CUfunction kernel, CUstream stream) {
   CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Alternates timed bursts through `hooked` and `direct`; medians of ns/launch.
+void launch_ab(CUfunction kernel, CUstream stream, unsigned long launches, unsigned long burst) {
+  using Launch = decltype(&cuLaunchKernel);
+  Launch hooked = &cuLaunchKernel;
+  Launch direct = reinterpret_cast<Launch>(bench::driver_symbol("cuLaunchKernel"));
+  if (!direct) {
+    fprintf(stderr, "launch_rate: cannot find libcuda's own cuLaunchKernel\n");
+    return;
+  }
+  std::vector<double> hooked_ns, direct_ns;
+  unsigned long rounds = (launches + 2 * burst - 1) / (2 * burst);
+  for (unsigned long r = 0; r < rounds; ++r) {
+    for (int side = 0; side < 2; ++side) {
+      bool use_hooked = (side == 0) == (r % 2 == 0);  // alternate which goes first
+      Launch f = use_hooked ? hooked : direct;
+      Clock::time_point start = Clock::now();
+      for (unsigned long i = 0; i < burst; ++i)
+        CHECK(f(kernel, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+      double ns = seconds_between(start, Clock::now()) * 1e9 / double(burst);
+      CHECK(cuStreamSynchronize(stream));
+      (use_hooked ? hooked_ns : direct_ns).push_back(ns);
+    }
+  }
+  double h = median(hooked_ns), d = median(direct_ns);
+  printf("{\"benchmark\":\"launch_ab\",\"rounds\":%lu,\"burst\":%lu,\"hooked_ns\":%.2f,"
+         "\"direct_ns\":%.2f,\"added_ns\":%.2f,\"ratio\":%.5f}\n",
+         rounds, burst, h, d, h - d, d / h);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +174,8 @@ int main(int argc, char** argv) {
   printf("{\"benchmark\":\"launch_cost\",\"launches\":%lu,\"burst\":%lu,\"seconds\":%.6f,"
          "\"per_second\":%.1f,\"ns_per_launch\":%.2f}\n",
          timed, burst, host_seconds, double(timed) / host_seconds, host_seconds * 1e9 / double(timed));
+
+  launch_ab(kernel, stream, launches, burst);
 
   CHECK(cuStreamDestroy(stream));
   CHECK(cuDevicePrimaryCtxRelease(device));
