@@ -9,10 +9,11 @@
 // Prints two JSON lines per size:
 //   {"benchmark":"alloc_free","bytes":B,"pairs":N,"seconds":S,"ns_per_pair":X}
 //   {"benchmark":"alloc_free_ab","bytes":B,"hooked_ns":H,"direct_ns":D,"added_ns":H-D}
-//       in one process, batches of pairs through the linked functions
-//       (gshare's wrappers under the preload) alternating with batches
-//       through the driver's own (bench/direct_driver.h), medians of each;
-//       natively both are the same functions and added_ns is the noise floor.
+//       in one process, a pair through the linked functions (gshare's
+//       wrappers under the preload) alternating with a pair through the
+//       driver's own (bench/direct_driver.h); added_ns is the median of the
+//       per-round differences. Natively both are the same functions and
+//       added_ns is the noise floor.
 #include <cuda.h>
 
 #include <chrono>
@@ -67,28 +68,31 @@ void alloc_free_ab(size_t bytes, unsigned long pairs) {
     fprintf(stderr, "alloc_free: cannot find libcuda's own cuMemAlloc_v2/cuMemFree_v2\n");
     return;
   }
-  constexpr unsigned long kBatch = 100;
-  std::vector<double> hooked_ns, direct_ns;
-  for (unsigned long r = 0; r < (pairs + 2 * kBatch - 1) / (2 * kBatch); ++r) {
+  // One hooked pair and one direct pair per round, in alternating order: the
+  // driver's own time for a pair varies by tens of microseconds (64 MiB is
+  // bimodal), far more than gshare adds, so only the median of per-round
+  // differences resolves it.
+  std::vector<double> hooked_ns, direct_ns, difference_ns;
+  for (unsigned long r = 0; r < pairs / 2; ++r) {
+    double ns[2];
     for (int side = 0; side < 2; ++side) {
       bool use_hooked = (side == 0) == (r % 2 == 0);
       Alloc a = use_hooked ? Alloc(&cuMemAlloc) : direct_alloc;
       Free f = use_hooked ? Free(&cuMemFree) : direct_free;
       auto start = std::chrono::steady_clock::now();
-      for (unsigned long i = 0; i < kBatch; ++i) {
-        CUdeviceptr pointer;
-        CHECK(a(&pointer, bytes));
-        CHECK(f(pointer));
-      }
-      double ns = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() *
-                  1e9 / double(kBatch);
-      (use_hooked ? hooked_ns : direct_ns).push_back(ns);
+      CUdeviceptr pointer;
+      CHECK(a(&pointer, bytes));
+      CHECK(f(pointer));
+      ns[use_hooked ? 0 : 1] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e9;
     }
+    hooked_ns.push_back(ns[0]);
+    direct_ns.push_back(ns[1]);
+    difference_ns.push_back(ns[0] - ns[1]);
   }
-  double h = median(hooked_ns), d = median(direct_ns);
-  printf("{\"benchmark\":\"alloc_free_ab\",\"bytes\":%zu,\"hooked_ns\":%.1f,\"direct_ns\":%.1f,"
-         "\"added_ns\":%.1f}\n",
-         bytes, h, d, h - d);
+  printf("{\"benchmark\":\"alloc_free_ab\",\"bytes\":%zu,\"rounds\":%zu,\"hooked_ns\":%.1f,"
+         "\"direct_ns\":%.1f,\"added_ns\":%.1f}\n",
+         bytes, hooked_ns.size(), median(hooked_ns), median(direct_ns), median(difference_ns));
   fflush(stdout);
 }
 
