@@ -20,32 +20,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "bench/direct_driver.h"
 
 namespace {
-
-void check(CUresult result, const char* call) {
-  if (result == CUDA_SUCCESS) return;
-  const char* name = nullptr;
-  cuGetErrorName(result, &name);
-  fprintf(stderr, "alloc_free: %s failed: %s (%d)\n", call, name ? name : "unknown error",
-          int(result));
-  exit(1);
-}
-#define CHECK(call) check((call), #call)
-
-unsigned long parse_count(const char* option, const char* text) {
-  char* end = nullptr;
-  unsigned long value = strtoul(text, &end, 10);
-  if (!*text || *end || value == 0) {
-    fprintf(stderr, "alloc_free: %s needs a positive integer, got '%s'\n", option, text);
-    exit(2);
-  }
-  return value;
-}
 
 inline void alloc_and_free(size_t bytes) {
   CUdeviceptr pointer;
@@ -55,11 +35,6 @@ inline void alloc_and_free(size_t bytes) {
 
 using Alloc = decltype(&cuMemAlloc);
 using Free = decltype(&cuMemFree);
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 void alloc_free_ab(size_t bytes, unsigned long pairs) {
   auto direct_alloc = reinterpret_cast<Alloc>(bench::driver_symbol("cuMemAlloc_v2"));
@@ -92,21 +67,23 @@ void alloc_free_ab(size_t bytes, unsigned long pairs) {
   }
   printf("{\"benchmark\":\"alloc_free_ab\",\"bytes\":%zu,\"rounds\":%zu,\"hooked_ns\":%.1f,"
          "\"direct_ns\":%.1f,\"added_ns\":%.1f}\n",
-         bytes, hooked_ns.size(), median(hooked_ns), median(direct_ns), median(difference_ns));
+         bytes, hooked_ns.size(), bench::median(hooked_ns), bench::median(direct_ns),
+         bench::median(difference_ns));
   fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::program() = "alloc_free";
   unsigned long pairs = 20000;
   std::vector<size_t> sizes;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 < argc && strcmp(argv[i], "--pairs") == 0) {
-      pairs = parse_count(argv[i], argv[i + 1]);
+      pairs = bench::parse_count(argv[i], argv[i + 1]);
       ++i;
     } else if (i + 1 < argc && strcmp(argv[i], "--mib") == 0) {
-      sizes.push_back(size_t(parse_count(argv[i], argv[i + 1])) << 20);
+      sizes.push_back(size_t(bench::parse_count(argv[i], argv[i + 1])) << 20);
       ++i;
     } else {
       fprintf(stderr, "usage: alloc_free [--pairs N] [--mib SIZE]...\n");

@@ -30,8 +30,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-#include <algorithm>
 
+#include "bench/bench_util.h"
 #include "bench/direct_driver.h"
 
 namespace {
@@ -47,30 +47,10 @@ constexpr char kEmptyKernelPtx[] = R"(
 }
 )";
 
-void check(CUresult result, const char* call) {
-  if (result == CUDA_SUCCESS) return;
-  const char* name = nullptr;
-  cuGetErrorName(result, &name);
-  fprintf(stderr, "launch_rate: %s failed: %s (%d)\n", call, name ? name : "unknown error",
-          int(result));
-  exit(1);
-}
-#define CHECK(call) check((call), #call)
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double>(end - start).count();
-}
-
-unsigned long parse_count(const char* option, const char* text) {
-  char* end = nullptr;
-  unsigned long value = strtoul(text, &end, 10);
-  if (!*text || *end || value == 0) {
-    fprintf(stderr, "launch_rate: %s needs a positive integer, got '%s'\n", option, text);
-    exit(2);
-  }
-  return value;
 }
 
 CUfunction load_empty_kernel() {
@@ -88,11 +68,6 @@ CUfunction load_empty_kernel() {
 
 inline void launch(CUfunction kernel, CUstream stream) {
   CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Alternates timed bursts through `hooked` and `direct`; medians of ns/launch.
@@ -118,7 +93,7 @@ void launch_ab(CUfunction kernel, CUstream stream, unsigned long launches, unsig
       (use_hooked ? hooked_ns : direct_ns).push_back(ns);
     }
   }
-  double h = median(hooked_ns), d = median(direct_ns);
+  double h = bench::median(hooked_ns), d = bench::median(direct_ns);
   printf("{\"benchmark\":\"launch_ab\",\"rounds\":%lu,\"burst\":%lu,\"hooked_ns\":%.2f,"
          "\"direct_ns\":%.2f,\"added_ns\":%.2f,\"ratio\":%.5f}\n",
          rounds, burst, h, d, h - d, d / h);
@@ -127,14 +102,15 @@ void launch_ab(CUfunction kernel, CUstream stream, unsigned long launches, unsig
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::program() = "launch_rate";
   unsigned long launches = 200000;
   unsigned long burst = 1000;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 < argc && strcmp(argv[i], "--launches") == 0) {
-      launches = parse_count(argv[i], argv[i + 1]);
+      launches = bench::parse_count(argv[i], argv[i + 1]);
       ++i;
     } else if (i + 1 < argc && strcmp(argv[i], "--burst") == 0) {
-      burst = parse_count(argv[i], argv[i + 1]);
+      burst = bench::parse_count(argv[i], argv[i + 1]);
       ++i;
     } else {
       fprintf(stderr, "usage: launch_rate [--launches N] [--burst B]\n");

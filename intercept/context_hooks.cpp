@@ -16,65 +16,41 @@ void forget_if_primary_gone(CUdevice device) {
       driver().device_primary_ctx_get_state(device, &flags, &active) == CUDA_SUCCESS && !active)
     allocator::forget_context_allocations(allocator::primary_context(device));
 }
+
+void forget_primary(CUdevice device) {
+  allocator::forget_context_allocations(allocator::primary_context(device));
+}
 }  // namespace
 
 GSHARE_HOOK(CUresult, cuDevicePrimaryCtxRetain, (CUcontext * context, CUdevice device)) {
-  CUresult result = REAL(cuDevicePrimaryCtxRetain)(context, device);
-  if (result == CUDA_SUCCESS && hooks_active() && context)
-    allocator::remember_primary_context(int(device), *context);
-  return result;
+  return on_success(REAL(cuDevicePrimaryCtxRetain)(context, device), [&] {
+    if (context) allocator::remember_primary_context(int(device), *context);
+  });
 }
 
 GSHARE_HOOK(CUresult, cuCtxDestroy_v2, (CUcontext context)) {
-  CUresult result = REAL(cuCtxDestroy_v2)(context);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    allocator::forget_context_allocations(context);
-  }
-  return result;
+  return on_success(REAL(cuCtxDestroy_v2)(context),
+                    [&] { allocator::forget_context_allocations(context); });
 }
 
 GSHARE_HOOK(CUresult, cuCtxDestroy, (CUcontext context)) {
-  CUresult result = REAL(cuCtxDestroy)(context);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    allocator::forget_context_allocations(context);
-  }
-  return result;
+  return on_success(REAL(cuCtxDestroy)(context),
+                    [&] { allocator::forget_context_allocations(context); });
 }
 
 GSHARE_HOOK(CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice device)) {
-  CUresult result = REAL(cuDevicePrimaryCtxRelease_v2)(device);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    forget_if_primary_gone(device);
-  }
-  return result;
+  return on_success(REAL(cuDevicePrimaryCtxRelease_v2)(device),
+                    [&] { forget_if_primary_gone(device); });
 }
 
 GSHARE_HOOK(CUresult, cuDevicePrimaryCtxRelease, (CUdevice device)) {
-  CUresult result = REAL(cuDevicePrimaryCtxRelease)(device);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    forget_if_primary_gone(device);
-  }
-  return result;
+  return on_success(REAL(cuDevicePrimaryCtxRelease)(device), [&] { forget_if_primary_gone(device); });
 }
 
 GSHARE_HOOK(CUresult, cuDevicePrimaryCtxReset_v2, (CUdevice device)) {
-  CUresult result = REAL(cuDevicePrimaryCtxReset_v2)(device);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    allocator::forget_context_allocations(allocator::primary_context(device));
-  }
-  return result;
+  return on_success(REAL(cuDevicePrimaryCtxReset_v2)(device), [&] { forget_primary(device); });
 }
 
 GSHARE_HOOK(CUresult, cuDevicePrimaryCtxReset, (CUdevice device)) {
-  CUresult result = REAL(cuDevicePrimaryCtxReset)(device);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    allocator::forget_context_allocations(allocator::primary_context(device));
-  }
-  return result;
+  return on_success(REAL(cuDevicePrimaryCtxReset)(device), [&] { forget_primary(device); });
 }

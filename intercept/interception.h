@@ -45,5 +45,16 @@
   (reinterpret_cast<decltype(&name)>( \
       ::gshare::intercept::real_function(::gshare::intercept::HookId::id_##name)))
 
+// For hooks that only take note of what a successful call did: runs
+// `note()` inside gshare when the driver succeeded and gshare is active.
+template <class Note>
+inline CUresult on_success(CUresult result, Note&& note) {
+  if (result == CUDA_SUCCESS && ::gshare::intercept::hooks_active()) {
+    ::gshare::intercept::HookScope scope;
+    note();
+  }
+  return result;
+}
+
 #define GSHARE_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GSHARE_UNLIKELY(x) __builtin_expect(!!(x), 0)

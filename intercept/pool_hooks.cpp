@@ -78,10 +78,5 @@ GSHARE_HOOK(CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream)) 
 }
 
 GSHARE_HOOK(CUresult, cuMemPoolDestroy, (CUmemoryPool pool)) {
-  CUresult result = REAL(cuMemPoolDestroy)(pool);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    allocator::forget_pool(pool);
-  }
-  return result;
+  return on_success(REAL(cuMemPoolDestroy)(pool), [&] { allocator::forget_pool(pool); });
 }

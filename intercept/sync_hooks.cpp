@@ -8,13 +8,7 @@ using namespace gshare;
 using namespace gshare::intercept;
 
 namespace {
-CUresult after_sync(CUresult result) {
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    scheduler::after_host_sync();
-  }
-  return result;
-}
+CUresult after_sync(CUresult result) { return on_success(result, scheduler::after_host_sync); }
 
 CUresult after_begin_capture(CUresult result) {
   if (result == CUDA_SUCCESS) scheduler::note_capture_begun();

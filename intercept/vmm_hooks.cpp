@@ -25,23 +25,14 @@ GSHARE_HOOK(CUresult, cuMemCreate,
 }
 
 GSHARE_HOOK(CUresult, cuMemRelease, (CUmemGenericAllocationHandle handle)) {
-  CUresult result = REAL(cuMemRelease)(handle);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    allocator::note_physical_released(handle);
-  }
-  return result;
+  return on_success(REAL(cuMemRelease)(handle), [&] { allocator::note_physical_released(handle); });
 }
 
 GSHARE_HOOK(CUresult, cuMemMap,
             (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
              unsigned long long flags)) {
-  CUresult result = REAL(cuMemMap)(ptr, size, offset, handle, flags);
-  if (result == CUDA_SUCCESS && hooks_active()) {
-    HookScope scope;
-    allocator::note_mapped(ptr, size, handle);
-  }
-  return result;
+  return on_success(REAL(cuMemMap)(ptr, size, offset, handle, flags),
+                    [&] { allocator::note_mapped(ptr, size, handle); });
 }
 
 GSHARE_HOOK(CUresult, cuMemUnmap, (CUdeviceptr ptr, size_t size)) {

@@ -1,7 +1,5 @@
 #include "shm/arbiter.h"
 
-#include <time.h>
-
 #include <cstdio>
 #include <cstring>
 
@@ -11,12 +9,6 @@
 namespace gshare::shm {
 
 namespace {
-
-uint64_t unix_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 

@@ -18,12 +18,6 @@ namespace gshare::shm {
 
 namespace {
 
-uint64_t unix_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 bool resolve_group(const char* name, gid_t* gid, char* error, size_t error_len) {
   group entry;
   group* found = nullptr;
@@ -163,6 +157,12 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
 }
 
 }  // namespace
+
+uint64_t unix_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
 
 bool region_path(const char* dir, const char* uuid, char* out, size_t out_len) {
   int n = snprintf(out, out_len, "%s/gshare-%s", dir, uuid);

@@ -47,6 +47,10 @@ bool open_region_read_only(const char* path, RegionFile* out, char* error,
 
 void close_region(RegionFile* file);
 
+// Wall-clock time in ns since the epoch: the region's timestamps, which
+// other processes (gshare-top) read, use this clock.
+uint64_t unix_now_ns();
+
 // Checks the header of a mapped file of `file_bytes` bytes. False, with the
 // reason in `why`, for a foreign version, a bad size or a corrupt field.
 bool header_is_valid(const RegionHeader& header, uint64_t file_bytes,

@@ -12,27 +12,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
+#include "tools/spin_kernel.h"
 
-// Waits `ns` nanoseconds on the GPU's global timer.
-const char* kSpinPtx = R"(
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry gshare_spin(.param .u64 ns)
-{
-  .reg .u64 %start, %now, %limit, %elapsed;
-  .reg .pred %p;
-  ld.param.u64 %limit, [ns];
-  mov.u64 %start, %globaltimer;
-WAIT:
-  mov.u64 %now, %globaltimer;
-  sub.u64 %elapsed, %now, %start;
-  setp.lt.u64 %p, %elapsed, %limit;
-  @%p bra WAIT;
-  ret;
-}
-)";
+namespace {
 
 const char* g_name = "job";
 
@@ -93,8 +75,8 @@ int main(int argc, char** argv) {
 
   CUmodule module;
   CUfunction spin;
-  check(cuModuleLoadData(&module, kSpinPtx), "cuModuleLoadData");
-  check(cuModuleGetFunction(&spin, module, "gshare_spin"), "cuModuleGetFunction");
+  check(cuModuleLoadData(&module, gshare::kSpinKernelPtx), "cuModuleLoadData");
+  check(cuModuleGetFunction(&spin, module, gshare::kSpinKernelName), "cuModuleGetFunction");
   void* params[] = {&kernel_ns};
   auto start = std::chrono::steady_clock::now();
   unsigned long long launches = 0;

@@ -1,3 +1,4 @@
+#include "shm/region.h"
 #include "tools/top_sample.h"
 
 #include <dirent.h>
@@ -13,12 +14,6 @@
 namespace gshare::top {
 
 namespace {
-
-uint64_t unix_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // snapshot_regions reports an unreadable directory as an empty one; say why,
 // so that a mistyped --dir does not look like an idle machine.
@@ -106,7 +101,7 @@ Sample take_sample(const std::string& dir) {
   Sample sample;
   // Timestamps first: a slot claimed after them counts as new in the next frame.
   sample.taken = std::chrono::steady_clock::now();
-  sample.taken_unix_ns = unix_now_ns();
+  sample.taken_unix_ns = shm::unix_now_ns();
   sample.gpus = shm::snapshot_regions(dir);
   if (sample.gpus.empty()) sample.dir_error = directory_error(dir);
   return sample;

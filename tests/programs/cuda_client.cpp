@@ -28,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include "tools/spin_kernel.h"
+
 namespace {
 
 struct Api {
@@ -162,26 +164,6 @@ std::string name_or(const std::vector<std::string>& args, size_t index) {
   return args.size() > index ? args[index] : "a" + std::to_string(counter++);
 }
 
-// The spin kernel of the demo, as PTX: waits `ns` nanoseconds on the GPU's
-// global timer. The fake driver reads the same parameter.
-const char* kSpinPtx = R"(
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry gshare_spin(.param .u64 ns)
-{
-  .reg .u64 %start, %now, %limit, %elapsed;
-  .reg .pred %p;
-  ld.param.u64 %limit, [ns];
-  mov.u64 %start, %globaltimer;
-WAIT:
-  mov.u64 %now, %globaltimer;
-  sub.u64 %elapsed, %now, %start;
-  setp.lt.u64 %p, %elapsed, %limit;
-  @%p bra WAIT;
-  ret;
-}
-)";
 
 std::string run(const std::vector<std::string>& a) {
   std::ostringstream out;
@@ -280,9 +262,9 @@ std::string run(const std::vector<std::string>& a) {
     if (r == 0) out << "nvmlmem " << m.free << " " << m.total << " " << m.used;
     else out << "nvmlmem err " << r;
   } else if (cmd == "launch") {
-    if (!g_module && !result(g_api.module_load_data(&g_module, kSpinPtx))) return out.str();
+    if (!g_module && !result(g_api.module_load_data(&g_module, gshare::kSpinKernelPtx))) return out.str();
     CUfunction f;
-    if (!result(g_api.module_get_function(&f, g_module, "gshare_spin"))) return out.str();
+    if (!result(g_api.module_get_function(&f, g_module, gshare::kSpinKernelName))) return out.str();
     int count = std::stoi(a.at(1));
     unsigned long long ns = std::stoull(a.at(2)) * 1000ull;
     void* params[] = {&ns};
