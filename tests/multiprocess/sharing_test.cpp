@@ -147,3 +147,19 @@ TEST_CASE("processes that ended are gone from the next one's view at once") {
     CHECK(client.finish() == 0);  // exits holding 1 GiB
   }
 }
+
+TEST_CASE("a forked child that exits leaves its parent's slot and bytes alone") {
+  TestGpu gpu(8 * kGiB);
+  Client parent(gpu);
+  REQUIRE(parent.send("init") == "init ok");
+  REQUIRE(parent.send("alloc 6G held") == "alloc ok held");
+  REQUIRE(parent.send("fork") == "fork ok 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // upkeep would have noticed
+  auto top = gpu.top_json();
+  REQUIRE(top["gpus"].size() == 1);
+  REQUIRE(top["gpus"][0]["processes"].size() == 1);
+  CHECK(top["gpus"][0]["processes"][0]["pid"] == parent.pid());
+  Client other(gpu);
+  REQUIRE(other.send("init") == "init ok");
+  CHECK(other.send("alloc 4G x") == "alloc err 2");  // the parent still holds 6 GiB
+}

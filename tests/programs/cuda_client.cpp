@@ -10,11 +10,12 @@
 //   init | alloc SIZE [NAME] | free NAME | pitch WIDTH HEIGHT [NAME] |
 //   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
-//   launch COUNT MICROS | sync | fill CHUNK | reset | sleep SECONDS |
+//   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
 //   pid | exit
 // SIZE accepts K/M/G suffixes (binary). Failures print "err <code>".
 #include <cuda.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -289,6 +290,17 @@ std::string run(const std::vector<std::string>& a) {
   } else if (cmd == "sleep") {
     std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(a.at(1))));
     out << "sleep ok";
+  } else if (cmd == "fork") {
+    // Like a DataLoader worker: a child that never touches CUDA and exits
+    // normally (closing every descriptor it inherited).
+    pid_t child = fork();
+    if (child == 0) {
+      usleep(100000);
+      exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    out << "fork ok " << WEXITSTATUS(status);
   } else if (cmd == "pid") {
     out << "pid " << getpid();
   } else if (cmd == "exit") {
