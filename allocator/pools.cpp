@@ -102,10 +102,7 @@ CUresult allocate_from_pool_with(Device& device, CUmemoryPool pool, CUstream str
     pool = nullptr;
   Locked lock;
   PoolCharge* charge = pool ? find_charge(pool, device.ordinal, false) : nullptr;
-  uint64_t reserved = 0, used = 0;
-  if (pool && !charge && (charge = add_charge(pool, device.ordinal, false)) != nullptr &&
-      pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved))
-    settle(device, *charge, reserved);  // first sight of a pool: charge what it holds
+  if (pool && !charge) charge = add_charge(pool, device.ordinal, false);
   if (!charge) {
     // Not measurable (no pool handle, or too many pools): charge the block
     // itself like a plain allocation; the free gives it back.
@@ -121,6 +118,9 @@ CUresult allocate_from_pool_with(Device& device, CUmemoryPool pool, CUstream str
                               return r;
                             });
   }
+  // Bring the charge up to date first (on first sight of a pool, this
+  // charges what it already holds).
+  uint64_t reserved = charge->charged, used = 0;
   pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
   pool_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
   settle(device, *charge, reserved);
