@@ -45,7 +45,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     if (!hold_liveness_lock(file_.fd, kLivenessByteBase + i)) continue;
     WriteSection write(file_.region->header);
     uint32_t generation = s.generation + 1;
-    memset(static_cast<void*>(&s), 0, offsetof(Slot, launches));
+    memset(static_cast<void*>(&s), 0, offsetof(Slot, gate));
     s.generation = generation;
     s.pid = who.pid;
     s.uid = who.uid;
@@ -53,8 +53,14 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.attach_unix_ns = unix_now_ns();
     snprintf(s.command, sizeof s.command, "%s", who.command ? who.command : "?");
     s.quota_bytes = who.quota_bytes;
+    s.gate.store(kGateClosed, std::memory_order_relaxed);
+    s.gpu_waits.store(0, std::memory_order_relaxed);
     s.launches.store(0, std::memory_order_relaxed);
     s.syncs.store(0, std::memory_order_relaxed);
+    s.iterations.store(0, std::memory_order_relaxed);
+    s.iteration_ns.store(0, std::memory_order_relaxed);
+    s.iteration_launches.store(0, std::memory_order_relaxed);
+    s.iteration_source.store(kIterationsUnknown, std::memory_order_relaxed);
     s.state = kSlotLive;
     own_slot_ = int(i);
   }

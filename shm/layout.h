@@ -12,6 +12,12 @@
 //             committed allocations + reservations in flight + the driver's
 //             context memory. Reserve first, then allocate (DESIGN.md).
 //   capacity  C, the GPU's physical memory, written once by the creator.
+//   token     the right to launch on this GPU (scheduler/token.h). One job
+//             (slot) holds it; `gate` tells the owner on every launch whether
+//             it may go ahead without asking.
+//   clocks    *_unix_ns fields are CLOCK_REALTIME (for display); *_mono_ns
+//             fields are CLOCK_MONOTONIC, which every process on the host
+//             shares and which never jumps: the scheduler's clock.
 //
 // Rules
 //   * Every field below `lock` is written only while holding `lock`, inside
@@ -33,7 +39,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -43,8 +49,43 @@ enum SlotState : uint32_t {
   kSlotLive = 1,  // owned; the owner's liveness lock decides if it still is
 };
 
-// One process on one GPU. 256 bytes: the owner-written counters sit on their
-// own cache line so that launches never share a line with locked fields.
+// What a job is doing with the launch token.
+enum JobState : uint32_t {
+  kJobIdle = 0,     // not launching (never launched, or idle for GSHARE_IDLE_MS)
+  kJobWaiting = 1,  // some thread waits for the token
+  kJobRunning = 2,  // holds the token
+};
+
+// Bits of Slot::gate. The launch fast path goes ahead only when the gate is
+// exactly kGateOpen; any other value sends the launch to the slow path.
+enum GateBits : uint32_t {
+  kGateClosed = 0,   // not the holder: wait for the token
+  kGateOpen = 1,     // the holder
+  kGateYield = 2,    // the slice is over: hand over at the next iteration boundary
+  kGateBounded = 4,  // priority: keep in-flight work to about one kernel
+};
+
+// How a holder hands the token over (GSHARE_HANDOVER).
+enum HandoverMode : uint32_t {
+  kHandoverOverlap = 0,  // the next job starts while the holder's tail runs
+  kHandoverStrict = 1,   // the holder drains its queued work first
+};
+
+// How a job's iterations were found (scheduler/iterations.h).
+enum IterationSource : uint32_t {
+  kIterationsUnknown = 0,
+  kIterationsFromSyncs = 1,     // a repeating pattern of host synchronisations
+  kIterationsFromLaunches = 2,  // a repeating pattern of launched functions
+};
+
+// The last 10 s of token time, in one-second buckets: bucket s % 10 holds
+// the microseconds held during monotonic second s (stamped, so stale buckets
+// read as zero). gshare-top's "share of GPU time".
+inline constexpr int kShareSeconds = 10;
+
+// One process on one GPU. 512 bytes: the owner-written counters and the gate
+// sit on their own cache line, so launches never share a line with fields
+// that other processes write under the lock.
 struct alignas(64) Slot {
   // --- identity: written at claim, under the lock ---
   uint32_t state;            // SlotState
@@ -65,12 +106,39 @@ struct alignas(64) Slot {
   uint64_t denied_count;     // allocations refused (quota or capacity)
   uint64_t padding0[2];
 
+  // --- scheduling: written under the lock ---
+  uint32_t job_state;        // JobState
+  uint32_t weight;           // GSHARE_WEIGHT, >= 1
+  int32_t priority;          // GSHARE_PRIORITY
+  uint32_t handover_mode;    // HandoverMode (GSHARE_HANDOVER)
+  uint64_t quantum_ns;       // GSHARE_QUANTUM_MS
+  uint64_t idle_ns;          // GSHARE_IDLE_MS
+  uint64_t slice_max_ns;     // GSHARE_SLICE_MAX_MS: how far a slice may run past its end
+  uint64_t expected_ns;      // GSHARE_EXPECTED_SECONDS; 0: not given
+  uint64_t expected_iters;   // GSHARE_EXPECTED_ITERS; 0: not given
+  uint64_t arrival_mono_ns;  // when the job attached: fifo's order
+  uint64_t served_ns;        // token time received
+  uint64_t vtime_ns;         // fair's clock (scheduler/policy.h)
+  uint64_t accounted_mono_ns;  // the holder's token time is counted up to here
+  uint64_t wait_ns;          // total time spent waiting for the token
+  uint64_t wait_since_mono_ns; // start of the current wait; 0 when not waiting
+  uint64_t granted;          // times this job was given the token
+  uint32_t share_us[kShareSeconds];      // token time per second, see kShareSeconds
+  uint32_t share_second[kShareSeconds];  // which monotonic second each bucket holds
+
+  // --- the gate: written under the lock, read by the owner without it ---
+  alignas(64) std::atomic<uint32_t> gate;  // GateBits
   // --- owner, no lock ---
-  alignas(64) std::atomic<uint64_t> launches;  // kernels + graphs launched, not counting capture
-  std::atomic<uint64_t> syncs;                  // host synchronisations seen
-  uint64_t padding1[6];
+  std::atomic<uint32_t> gpu_waits;  // threads inside a host sync: busy, never idle
+  std::atomic<uint64_t> launches;   // kernels + graphs launched, not counting capture
+  std::atomic<uint64_t> syncs;      // host synchronisations seen
+  std::atomic<uint64_t> iterations;    // training iterations detected (scheduler/iterations.h)
+  std::atomic<uint64_t> iteration_ns;  // the latest iteration's length; 0: none detected
+  std::atomic<uint32_t> iteration_launches;  // launches per iteration; 0: unknown
+  std::atomic<uint32_t> iteration_source;    // IterationSource
+  uint64_t padding1[10];
 };
-static_assert(sizeof(Slot) == 256, "Slot layout changed: bump kLayoutVersion");
+static_assert(sizeof(Slot) == 512, "Slot layout changed: bump kLayoutVersion");
 
 struct alignas(64) RegionHeader {
   // --- identity: written by the creator before the file is published ---
@@ -94,8 +162,20 @@ struct alignas(64) RegionHeader {
   uint64_t repairs;          // times a holder died mid-update and the state was repaired
   uint64_t reclaimed_slots;  // dead owners cleaned up
   uint64_t padding1[4];
+
+  // --- the launch token: written under the lock ---
+  // Waiters sleep on token_futex (FUTEX_WAIT on the shared mapping); it is
+  // bumped, and everyone woken, whenever the holder or a gate changes.
+  alignas(64) std::atomic<uint32_t> token_futex;
+  uint32_t policy;             // scheduler::Policy; set by the first live process
+  uint32_t holder;             // slot index + 1; 0: nobody holds the token
+  uint32_t holder_generation;  // the holder slot's generation when granted
+  uint64_t slice_start_mono_ns;
+  uint64_t slice_end_mono_ns;  // when the policy looks again; UINT64_MAX: never
+  uint64_t handovers;          // times the token changed hands
+  uint64_t padding2[3];
 };
-static_assert(sizeof(RegionHeader) == 256, "RegionHeader layout changed: bump kLayoutVersion");
+static_assert(sizeof(RegionHeader) == 320, "RegionHeader layout changed: bump kLayoutVersion");
 
 struct Region {
   RegionHeader header;

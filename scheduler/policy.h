@@ -1,0 +1,78 @@
+// The scheduling policies: who may launch on a GPU next.
+//
+// Pure code over a small state (the jobs below) and times passed in, never
+// read from a clock: the same functions decide live, over the arbiter
+// region (scheduler/token.cpp), and in gshare-sim and the unit tests,
+// under a virtual clock. DESIGN.md, "Scheduling: the launch token".
+//
+// Vocabulary
+//   job      one process on one GPU (all its threads share it).
+//   active   the job wants the GPU: it holds the token or waits for it.
+//   holder   the job that holds the token: the only one that may launch.
+//   slice    one uninterrupted turn of the holder. When its length is up the
+//            policy is asked again, at the holder's next iteration boundary.
+//   served   GPU time a job has received: time it held the token.
+//   vtime    served / weight, the fair clock: fair runs the job that is
+//            furthest behind. A job that becomes active starts no further
+//            behind than the least of the others, so time spent idle is not
+//            owed back to it.
+#pragma once
+
+#include <cstdint>
+
+namespace gshare::scheduler {
+
+enum class Policy : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4 };
+
+inline constexpr uint64_t kForever = UINT64_MAX;  // no slice end, or no estimate
+
+// "fifo", "fair", "srtf", "priority".
+const char* policy_name(Policy policy);
+// Case-insensitive; false for anything else.
+bool parse_policy(const char* text, Policy* out);
+bool policy_is_known(uint32_t value);
+
+struct Job {
+  int id = -1;               // slot index live, trace index in the simulator
+  bool active = false;
+  uint64_t arrival_ns = 0;   // when the job arrived: fifo's order, every tie-break
+  uint32_t weight = 1;       // fair: share of GPU time, >= 1
+  int32_t priority = 0;      // priority: larger runs first
+  uint64_t served_ns = 0;
+  uint64_t vtime_ns = 0;
+  uint64_t remaining_ns = kForever;  // srtf: expected GPU time left
+};
+
+// The job that should hold the token now, or -1 when none is active.
+// `holder` is the index of the current holder if it is still active (its
+// slice has just ended, or a job arrived), else -1. An index into `jobs`.
+//   fifo      the holder keeps it; otherwise the earliest arrival
+//   fair      the least vtime; on a tie another job before the holder
+//   srtf      the least remaining time (no estimate counts as longest);
+//             on a tie the holder keeps it
+//   priority  the highest priority; equal priorities share as fair does
+// Remaining ties go to the earlier arrival, then the lower id.
+int pick_next(Policy policy, const Job* jobs, int count, int holder);
+
+// How long a slice granted to `job` lasts before the policy is asked again.
+// kForever for fifo: the holder runs until it goes idle or exits.
+uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns);
+
+// Whether `candidate`, which has just become active, takes the GPU from the
+// holder at once instead of at the end of the holder's slice: priority
+// only, for a strictly higher priority.
+bool preempts_now(Policy policy, const Job& holder, const Job& candidate);
+
+// Whether `job` must keep its in-flight work small while it runs: under
+// priority, when a live job of higher priority (active or not) could wake
+// at any moment and must then start within about one of this job's kernels.
+bool bounds_in_flight(Policy policy, const Job& job, const Job* live, int count);
+
+// The holder ran `ns`: adds it to served and vtime.
+void charge(Job& job, uint64_t ns);
+
+// `jobs[index]` becomes active: it starts no further behind on the fair
+// clock than the least vtime of the other active jobs.
+void activate(Job* jobs, int count, int index);
+
+}  // namespace gshare::scheduler
