@@ -12,6 +12,7 @@
 #include "allocator/upkeep.h"
 #include "intercept/driver_api.h"
 #include "intercept/log.h"
+#include "scheduler/token.h"
 #include "shm/region.h"
 
 namespace gshare::allocator {
@@ -94,6 +95,8 @@ void attach_region(Device& d, uint64_t quota) {
     d.account.use_local(quota, d.physical_bytes);
     return;
   }
+  // The job's scheduling settings are in the slot before its first launch.
+  scheduler::join_token(arbiter, scheduler::job_settings(g_options), d.uuid);
   d.account.use_arbiter(arbiter, file.region->header.capacity_bytes);
   GSHARE_INFO("GPU %s: slot %d in %s, quota %llu bytes", d.uuid, arbiter.own_slot(), file.path,
               (unsigned long long)quota);

@@ -10,6 +10,7 @@
 #include "allocator/devices.h"
 #include "allocator/pools.h"
 #include "intercept/log.h"
+#include "scheduler/launch_gate.h"
 
 namespace gshare::allocator {
 
@@ -37,6 +38,7 @@ void* upkeep_loop(void*) {
         refresh_pool_charges(d);
       }
     });
+    scheduler::scheduler_tick();
   }
   return nullptr;
 }

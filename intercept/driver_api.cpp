@@ -38,6 +38,11 @@ void fill_driver() {
   look_up(h, &g_api.device_get_graph_mem_attribute, "cuDeviceGetGraphMemAttribute");
   look_up(h, &g_api.mem_free_async, "cuMemFreeAsync");
   look_up(h, &g_api.stream_synchronize, "cuStreamSynchronize");
+  look_up(h, &g_api.ctx_synchronize, "cuCtxSynchronize");
+  look_up(h, &g_api.event_create, "cuEventCreate");
+  look_up(h, &g_api.event_record, "cuEventRecord");
+  look_up(h, &g_api.event_synchronize, "cuEventSynchronize");
+  look_up(h, &g_api.event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
   look_up(h, &g_api.stream_is_capturing, "cuStreamIsCapturing");
 }
 

@@ -25,6 +25,12 @@ struct DriverApi {
   CUresult (*mem_free_async)(CUdeviceptr, CUstream);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*);
+  // The scheduler: draining before a strict handover, bounding in-flight work.
+  CUresult (*ctx_synchronize)();
+  CUresult (*event_create)(CUevent*, unsigned int);
+  CUresult (*event_record)(CUevent, CUstream);
+  CUresult (*event_synchronize)(CUevent);
+  CUresult (*event_destroy)(CUevent);
 
   // NVML, loaded by gshare itself when first needed (load_nvml_for_gshare).
   nvml::Return (*nvml_init)();

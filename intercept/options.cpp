@@ -31,6 +31,71 @@ bool copy_text(const char* v, char* out) {
 bool parse_dir(const char* v, Options* o) { return v[0] == '/' && copy_text(v, o->dir); }
 bool parse_group(const char* v, Options* o) { return copy_text(v, o->group); }
 
+// A decimal number in [low, high]; the whole text must be the number.
+bool parse_number(const char* v, double low, double high, double* out) {
+  char* end = nullptr;
+  double x = strtod(v, &end);
+  if (end == v || *end != '\0' || !(x >= low && x <= high)) return false;
+  *out = x;
+  return true;
+}
+
+bool parse_integer(const char* v, long long low, long long high, long long* out) {
+  char* end = nullptr;
+  long long x = strtoll(v, &end, 10);
+  if (end == v || *end != '\0' || x < low || x > high) return false;
+  *out = x;
+  return true;
+}
+
+bool parse_policy_option(const char* v, Options* o) {
+  static const struct { const char* name; PolicyOption policy; } kPolicies[] = {
+      {"fifo", PolicyOption::kFifo}, {"fair", PolicyOption::kFair},
+      {"srtf", PolicyOption::kSrtf}, {"priority", PolicyOption::kPriority}};
+  for (const auto& p : kPolicies) {
+    if (strcasecmp(v, p.name) == 0) {
+      o->policy = p.policy;
+      o->policy_given = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parse_quantum(const char* v, Options* o) { return parse_number(v, 0.1, 60000, &o->quantum_ms); }
+bool parse_idle(const char* v, Options* o) { return parse_number(v, 0.1, 3600000, &o->idle_ms); }
+bool parse_slice_max(const char* v, Options* o) { return parse_number(v, 0, 600000, &o->slice_max_ms); }
+bool parse_expected_seconds(const char* v, Options* o) {
+  return parse_number(v, 0.001, 1e9, &o->expected_seconds);
+}
+
+bool parse_weight(const char* v, Options* o) {
+  long long x;
+  if (!parse_integer(v, 1, 1000, &x)) return false;
+  o->weight = uint32_t(x);
+  return true;
+}
+
+bool parse_priority(const char* v, Options* o) {
+  long long x;
+  if (!parse_integer(v, -1000, 1000, &x)) return false;
+  o->priority = int32_t(x);
+  return true;
+}
+
+bool parse_expected_iters(const char* v, Options* o) {
+  long long x;
+  if (!parse_integer(v, 1, 1'000'000'000'000LL, &x)) return false;
+  o->expected_iters = uint64_t(x);
+  return true;
+}
+
+bool parse_handover(const char* v, Options* o) {
+  if (strcasecmp(v, "strict") == 0) return o->strict_handover = true, true;
+  if (strcasecmp(v, "overlap") == 0) return o->strict_handover = false, true;
+  return false;
+}
+
 bool parse_log(const char* v, Options* o) {
   static const struct { const char* name; LogLevel level; } kLevels[] = {
       {"quiet", LogLevel::kQuiet}, {"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
@@ -65,6 +130,35 @@ const OptionRow kOptions[] = {
       "group that may join this user's regions (mode 0660); a name or a numeric gid"},
      kTextForms, parse_group},
     {{"GSHARE_LOG", "level", "warn", "how much gshare writes to stderr"}, kLogForms, parse_log},
+    {{"GSHARE_POLICY", "policy", "fair",
+      "who launches on a shared GPU: fifo, fair, srtf or priority; the first process on the "
+      "GPU sets it for all"},
+     "fifo, fair, srtf or priority", parse_policy_option},
+    {{"GSHARE_QUANTUM_MS", "ms", "50",
+      "length of a time slice under fair (times the weight), srtf and priority"},
+     "a number of milliseconds from 0.1 to 60000", parse_quantum},
+    {{"GSHARE_WEIGHT", "integer", "1", "fair: this job's share of GPU time relative to others"},
+     "an integer from 1 to 1000", parse_weight},
+    {{"GSHARE_PRIORITY", "integer", "0",
+      "priority: a job runs only while every job of higher priority is idle"},
+     "an integer from -1000 to 1000", parse_priority},
+    {{"GSHARE_EXPECTED_SECONDS", "seconds", "not given",
+      "srtf: how much GPU time this job needs in all"},
+     "a positive number of seconds", parse_expected_seconds},
+    {{"GSHARE_EXPECTED_ITERS", "integer", "not given",
+      "srtf: how many iterations this job runs; times the measured iteration time"},
+     "a positive integer", parse_expected_iters},
+    {{"GSHARE_IDLE_MS", "ms", "100",
+      "a token holder that launches nothing for this long (and waits on no GPU work) gives "
+      "the GPU up"},
+     "a number of milliseconds from 0.1 to 3600000", parse_idle},
+    {{"GSHARE_HANDOVER", "mode", "overlap",
+      "overlap: the next job starts while this one's queued work finishes; strict: this "
+      "job's work drains first"},
+     "overlap or strict", parse_handover},
+    {{"GSHARE_SLICE_MAX_MS", "ms", "200",
+      "how far a slice may run past its quantum while waiting for an iteration boundary"},
+     "a number of milliseconds from 0 to 600000", parse_slice_max},
 };
 
 OptionInfo g_infos[sizeof kOptions / sizeof kOptions[0]];

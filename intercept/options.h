@@ -27,12 +27,27 @@ struct SizeSpec {
 
 inline constexpr size_t kOptionTextChars = 256;
 
+// GSHARE_POLICY's values; the numbers are scheduler::Policy's (the region
+// stores them).
+enum class PolicyOption : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4 };
+
 struct Options {
   bool disable = false;
   SizeSpec mem_limit;
   char dir[kOptionTextChars] = "/dev/shm";
   char group[kOptionTextChars] = "";
   LogLevel log_level = LogLevel::kWarn;
+  // Scheduling (scheduler/token.h).
+  PolicyOption policy = PolicyOption::kFair;
+  bool policy_given = false;  // GSHARE_POLICY was set: a different region policy is worth a warning
+  double quantum_ms = 50;
+  uint32_t weight = 1;
+  int32_t priority = 0;
+  double expected_seconds = 0;  // 0: not given
+  uint64_t expected_iters = 0;  // 0: not given
+  double idle_ms = 100;
+  bool strict_handover = false;
+  double slice_max_ms = 200;
 };
 
 struct OptionInfo {

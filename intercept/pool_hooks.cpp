@@ -14,8 +14,7 @@ namespace {
 // taken now, and the graph's memory is charged through the device's graph
 // pool. Such calls pass straight through.
 bool capturing(CUstream stream) {
-  return scheduler::g_captures_in_progress.load(std::memory_order_relaxed) != 0 &&
-         scheduler::stream_is_capturing(stream);
+  return scheduler::stream_is_being_captured(stream);
 }
 
 template <class Call>

@@ -25,7 +25,7 @@ void after_fork_in_child() {
   allocator::ledger().clear_after_fork();
   allocator::forget_devices_after_fork();
   allocator::forget_upkeep_after_fork();
-  scheduler::forget_captures_after_fork();
+  scheduler::forget_launch_state_after_fork();
 }
 
 void start_once() {

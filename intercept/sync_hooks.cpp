@@ -1,6 +1,6 @@
 // Host synchronisations, and the start and end of stream capture. A sync
-// is where freed pool memory is re-measured (and, later, where iteration
-// boundaries show).
+// is where freed pool memory is re-measured and where iteration boundaries
+// show (scheduler/iterations.h).
 #include "intercept/interception.h"
 #include "scheduler/launch_gate.h"
 
@@ -8,7 +8,16 @@ using namespace gshare;
 using namespace gshare::intercept;
 
 namespace {
-CUresult after_sync(CUresult result) { return on_success(result, scheduler::after_host_sync); }
+// A thread inside a sync keeps its job busy (never idle); the hooks count
+// it in and out around the driver call, whatever the result.
+template <class Call>
+CUresult host_sync(Call&& call) {
+  if (!hooks_active()) return call();
+  scheduler::before_host_sync();
+  CUresult result = call();
+  scheduler::after_host_sync();
+  return result;
+}
 
 CUresult after_begin_capture(CUresult result) {
   if (result == CUDA_SUCCESS) scheduler::note_capture_begun();
@@ -23,17 +32,17 @@ CUresult after_end_capture(CUresult result) {
 }  // namespace
 
 GSHARE_HOOK(CUresult, cuStreamSynchronize, (CUstream stream)) {
-  return after_sync(REAL(cuStreamSynchronize)(stream));
+  return host_sync([&] { return REAL(cuStreamSynchronize)(stream); });
 }
 GSHARE_HOOK(CUresult, cuStreamSynchronize_ptsz, (CUstream stream)) {
-  return after_sync(REAL(cuStreamSynchronize_ptsz)(stream));
+  return host_sync([&] { return REAL(cuStreamSynchronize_ptsz)(stream); });
 }
-GSHARE_HOOK(CUresult, cuCtxSynchronize, ()) { return after_sync(REAL(cuCtxSynchronize)()); }
+GSHARE_HOOK(CUresult, cuCtxSynchronize, ()) { return host_sync([&] { return REAL(cuCtxSynchronize)(); }); }
 GSHARE_HOOK(CUresult, cuCtxSynchronize_v2, (CUcontext context)) {
-  return after_sync(REAL(cuCtxSynchronize_v2)(context));
+  return host_sync([&] { return REAL(cuCtxSynchronize_v2)(context); });
 }
 GSHARE_HOOK(CUresult, cuEventSynchronize, (CUevent event)) {
-  return after_sync(REAL(cuEventSynchronize)(event));
+  return host_sync([&] { return REAL(cuEventSynchronize)(event); });
 }
 
 GSHARE_HOOK(CUresult, cuStreamBeginCapture, (CUstream stream)) {

@@ -1,21 +1,20 @@
 #include "scheduler/launch_gate.h"
 
+#include <pthread.h>
+
 #include "allocator/pools.h"
 #include "intercept/driver_api.h"
+#include "scheduler/iterations.h"
+#include "scheduler/token.h"
+#include "shm/region.h"
 
 namespace gshare::scheduler {
 
+std::atomic<int> g_launch_detours{0};
+
+namespace {
+
 std::atomic<int> g_captures_in_progress{0};
-
-void note_capture_begun() { g_captures_in_progress.fetch_add(1, std::memory_order_relaxed); }
-
-void note_capture_ended() {
-  int now = g_captures_in_progress.load(std::memory_order_relaxed);
-  while (now > 0 && !g_captures_in_progress.compare_exchange_weak(now, now - 1)) {
-  }
-}
-
-void forget_captures_after_fork() { g_captures_in_progress.store(0); }
 
 bool stream_is_capturing(CUstream stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -24,20 +23,179 @@ bool stream_is_capturing(CUstream stream) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void before_launch_slow(CUstream stream) {
-  if (g_captures_in_progress.load(std::memory_order_relaxed) != 0 && stream_is_capturing(stream))
-    return;
+void drain_current_context() {
+  if (driver().ctx_synchronize) driver().ctx_synchronize();
+}
+
+// Priority's bound on a lower job's in-flight work: an event after each of
+// its launches, and before the next launch a wait for the event of the one
+// before last. So at most two of its kernels are queued when a higher job
+// wakes. One ring per process: events belong to the context they were
+// created in, so the ring is rebuilt when the context changes.
+struct InFlightBound {
+  static constexpr int kDepth = 2;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  CUcontext context = nullptr;
+  CUevent events[kDepth] = {};
+  bool recorded[kDepth] = {};
+  int next = 0;
+
+  bool ready_for(CUcontext current) {
+    if (current == context && events[0]) return true;
+    if (!driver().event_create || !driver().event_record || !driver().event_synchronize) return false;
+    context = current;
+    for (int i = 0; i < kDepth; ++i) {
+      recorded[i] = false;
+      if (driver().event_create(&events[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        events[0] = nullptr;
+        return false;
+      }
+    }
+    return true;
+  }
+};
+InFlightBound g_bound;
+
+void wait_for_in_flight_room(shm::Slot* slot) {
+  CUcontext current = nullptr;
+  if (!driver().ctx_get_current || driver().ctx_get_current(&current) != CUDA_SUCCESS) return;
+  pthread_mutex_lock(&g_bound.mutex);
+  if (g_bound.ready_for(current) && g_bound.recorded[g_bound.next]) {
+    slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
+    driver().event_synchronize(g_bound.events[g_bound.next]);
+    slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+    g_bound.recorded[g_bound.next] = false;
+  }
+  pthread_mutex_unlock(&g_bound.mutex);
+}
+
+void note_in_flight(CUstream stream) {
+  pthread_mutex_lock(&g_bound.mutex);
+  if (g_bound.events[0] &&
+      driver().event_record(g_bound.events[g_bound.next], stream) == CUDA_SUCCESS) {
+    g_bound.recorded[g_bound.next] = true;
+    g_bound.next = (g_bound.next + 1) % InFlightBound::kDepth;
+  }
+  pthread_mutex_unlock(&g_bound.mutex);
+}
+
+// The holder was asked to yield: may this launch be where its slice ends?
+bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* function) {
+  if (iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed)))
+    return true;
+  uint64_t end = arbiter.region()->header.slice_end_mono_ns;
+  return end != UINT64_MAX && shm::mono_now_ns() >= end + slot->slice_max_ns;
+}
+
+}  // namespace
+
+void note_capture_begun() {
+  g_captures_in_progress.fetch_add(1, std::memory_order_relaxed);
+  g_launch_detours.fetch_add(1, std::memory_order_relaxed);
+}
+
+void note_capture_ended() {
+  int now = g_captures_in_progress.load(std::memory_order_relaxed);
+  while (now > 0) {
+    if (g_captures_in_progress.compare_exchange_weak(now, now - 1)) {
+      g_launch_detours.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+}
+
+bool stream_is_being_captured(CUstream stream) {
+  return g_captures_in_progress.load(std::memory_order_relaxed) != 0 && stream_is_capturing(stream);
+}
+
+void forget_launch_state_after_fork() {
+  g_captures_in_progress.store(0);
+  g_launch_detours.store(0);
+  iterations::forget_after_fork();
+}
+
+LaunchTicket before_launch_slow(CUstream stream, const void* function) {
+  LaunchTicket ticket;
+  if (stream_is_being_captured(stream))
+    return ticket;  // recorded into a graph, not run: neither gated nor counted
   allocator::Device* device = allocator::current_device();
-  if (!device) return;
-  if (shm::Slot* slot = device->account.slot())
-    slot->launches.fetch_add(1, std::memory_order_relaxed);
+  if (!device) return ticket;
+  shm::Slot* slot = device->account.slot();
+  if (!slot) return ticket;  // alone on the GPU (see allocator/device_account.h)
+  shm::Arbiter& arbiter = device->account.arbiter();
+  uint32_t gate;
+  for (;;) {
+    gate = slot->gate.load(std::memory_order_acquire);
+    if (!(gate & shm::kGateOpen)) {
+      wait_for_token(arbiter);
+    } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
+      end_slice(arbiter, drain_current_context);
+    } else {
+      break;
+    }
+  }
+  uint64_t number = slot->launches.fetch_add(1, std::memory_order_relaxed);
+  if (iterations::observing()) iterations::record_launch(function, number, shm::mono_now_ns());
+  if (gate & shm::kGateBounded) {
+    wait_for_in_flight_room(slot);
+    ticket.bounded = true;
+  }
+  return ticket;
+}
+
+void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult result) {
+  if (ticket.bounded && result == CUDA_SUCCESS) note_in_flight(stream);
+}
+
+void before_host_sync() {
+  allocator::for_each_attached_device([](allocator::Device& device) {
+    if (shm::Slot* slot = device.account.slot()) slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  });
 }
 
 void after_host_sync() {
-  allocator::for_each_attached_device([](allocator::Device& device) {
-    if (shm::Slot* slot = device.account.slot())
+  bool boundary = iterations::on_sync(process_launches(), shm::mono_now_ns());
+  allocator::for_each_attached_device([&](allocator::Device& device) {
+    shm::Slot* slot = device.account.slot();
+    if (slot) {
+      slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
       slot->syncs.fetch_add(1, std::memory_order_relaxed);
+      uint32_t gate = slot->gate.load(std::memory_order_acquire);
+      if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary)
+        end_slice(device.account.arbiter(), drain_current_context);
+      else if (gate & shm::kGateOpen)
+        lend_while_idle(device.account.arbiter());
+    }
     allocator::refresh_pool_charges_if_freed(device);
+  });
+}
+
+uint64_t process_launches() {
+  uint64_t total = 0;
+  allocator::for_each_attached_device([&](allocator::Device& device) {
+    if (shm::Slot* slot = device.account.slot()) total += slot->launches.load(std::memory_order_relaxed);
+  });
+  return total;
+}
+
+}  // namespace gshare::scheduler
+
+namespace gshare::scheduler {
+
+void scheduler_tick() {
+  uint64_t launches = process_launches();
+  uint64_t now = shm::mono_now_ns();
+  iterations::tick(launches, now);
+  iterations::Estimate estimate = iterations::current(launches);
+  allocator::for_each_attached_device([&](allocator::Device& device) {
+    shm::Slot* slot = device.account.slot();
+    if (!slot) return;
+    slot->iteration_source.store(estimate.source, std::memory_order_relaxed);
+    slot->iterations.store(estimate.iterations, std::memory_order_relaxed);
+    slot->iteration_ns.store(estimate.iteration_ns, std::memory_order_relaxed);
+    slot->iteration_launches.store(estimate.launches_per_iteration, std::memory_order_relaxed);
+    if (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen)
+      account_token_time(device.account.arbiter());
   });
 }
 

@@ -1,11 +1,13 @@
-// The gate every kernel and graph launch passes. For now it counts: each
-// launch adds one to the process's slot, which gshare-top turns into
-// launches per second. Time-slicing between processes will gate here.
+// The gate every kernel and graph launch passes: the launch token
+// (scheduler/token.h) and the launch count gshare-top shows.
 //
-// The fast path is two relaxed loads and one relaxed atomic add: no
-// syscall, no lock, no driver call. Launches recorded during stream capture
-// are not run, so they are not counted: a process-wide count of captures in
-// progress keeps the capture-status query off the path when none is.
+// The fast path is a few relaxed loads and one relaxed atomic add: no
+// syscall, no lock, no clock, no driver call. It applies when nothing in
+// the process needs a closer look (g_launch_detours == 0), the process uses
+// one GPU, and that GPU's gate is exactly open: this job holds the token and
+// nobody has asked it to yield. Everything else takes the slow path:
+// waiting for the token, ending a slice at an iteration boundary, bounding
+// in-flight work under priority, skipping launches being captured.
 #pragma once
 
 #include <cuda.h>
@@ -16,31 +18,47 @@
 
 namespace gshare::scheduler {
 
-extern std::atomic<int> g_captures_in_progress;
+// > 0 sends every launch of the process to the slow path: one for each
+// stream capture in progress and one while an iteration-observation window
+// is open (scheduler/iterations.h).
+extern std::atomic<int> g_launch_detours;
 
 void note_capture_begun();
 void note_capture_ended();
-void forget_captures_after_fork();
+// Whether work issued to `stream` now is recorded into a graph, not run.
+bool stream_is_being_captured(CUstream stream);
+void forget_launch_state_after_fork();
 
-bool stream_is_capturing(CUstream stream);
-
-// The common case, all inline: no capture in progress anywhere in the
-// process and one device in use. Counts the launch and returns true; false
-// sends the launch to before_launch_slow, which handles everything else.
 inline bool launch_fast_path() {
-  if (g_captures_in_progress.load(std::memory_order_relaxed) != 0) return false;
+  if (g_launch_detours.load(std::memory_order_relaxed) != 0) return false;
   shm::Slot* slot = allocator::only_slot();
   if (slot == nullptr) return false;
+  if (slot->gate.load(std::memory_order_relaxed) != shm::kGateOpen) return false;
   slot->launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-// Skips launches being captured into a graph; counts the rest on the device
-// of the current context (attaching it, for a program whose first act on a
-// GPU is a launch).
-void before_launch_slow(CUstream stream);
+// What the slow path must do after the driver call.
+struct LaunchTicket {
+  bool bounded = false;  // record an event: priority's bound on in-flight work
+};
 
-// A host synchronisation returned (an iteration boundary, later).
+// Waits for the token, ends the slice at an iteration boundary, counts the
+// launch. `function` identifies what is launched (a CUfunction, a graph
+// exec) for iteration detection.
+LaunchTicket before_launch_slow(CUstream stream, const void* function);
+void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult result);
+
+// Around a host synchronisation: a thread inside one keeps its job busy
+// (never idle); when it returns, the job may be at an iteration boundary.
+void before_host_sync();
 void after_host_sync();
+
+// The process's launches on every GPU it uses.
+uint64_t process_launches();
+
+// From the upkeep thread: iteration detection's windows, the iteration
+// figures gshare-top shows, and the holder's token time.
+void scheduler_tick();
 
 }  // namespace gshare::scheduler

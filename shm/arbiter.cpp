@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "shm/futex.h"
 #include "shm/liveness.h"
 #include "shm/robust_mutex.h"
 
@@ -15,15 +16,6 @@ uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 void repair_callback(void* arbiter) { static_cast<Arbiter*>(arbiter)->repair_locked(); }
 
 }  // namespace
-
-// Marks the region as being written, for readers that cannot take the lock.
-struct Arbiter::WriteSection {
-  explicit WriteSection(RegionHeader& h) : header(h) {
-    header.seq.fetch_add(1, std::memory_order_acq_rel);
-  }
-  ~WriteSection() { header.seq.fetch_add(1, std::memory_order_release); }
-  RegionHeader& header;
-};
 
 bool Arbiter::lock() {
   return robust_mutex_lock(&file_.region->header.lock, repair_callback, this) !=
@@ -68,9 +60,28 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
   return own_slot_ >= 0;
 }
 
+// A freed slot gives the token back at once: the next job is chosen by the
+// first waiter that wakes (scheduler/token.cpp), so everyone is woken.
+static void drop_token_locked(RegionHeader& h, Slot& s, int index) {
+  s.gate.store(kGateClosed, std::memory_order_relaxed);
+  s.job_state = kJobIdle;
+  if (h.holder != uint32_t(index) + 1) return;
+  h.holder = 0;
+  h.slice_end_mono_ns = 0;
+  h.token_futex.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&h.token_futex);
+}
+
+bool Arbiter::slot_is_live(int index) const {
+  if (index < 0 || index >= int(kMaxSlots)) return false;
+  if (file_.region->slots[index].state != kSlotLive) return false;
+  return index == own_slot_ || liveness_of(file_.fd, kLivenessByteBase + index) != Liveness::kDead;
+}
+
 void Arbiter::free_slot_locked(int index) {
   Slot& s = file_.region->slots[index];
   RegionHeader& h = file_.region->header;
+  drop_token_locked(h, s, index);
   h.reserved_bytes = saturating_sub(h.reserved_bytes, s.reserved_bytes);
   s.reserved_bytes = s.allocated_bytes = s.context_bytes = 0;
   s.allocation_count = 0;
@@ -249,16 +260,26 @@ void Arbiter::repair_locked() {
       continue;
     }
     if (int(i) != own_slot_ && liveness_of(file_.fd, kLivenessByteBase + i) == Liveness::kDead) {
+      drop_token_locked(h, s, int(i));
       s.state = kSlotFree;
       s.reserved_bytes = s.allocated_bytes = s.context_bytes = 0;
       h.reclaimed_slots++;
       continue;
     }
+    // Only the holder's gate may be open; a garbage job state reads as idle.
+    if (h.holder != i + 1) s.gate.store(kGateClosed, std::memory_order_relaxed);
+    if (s.job_state > kJobRunning || (s.job_state == kJobRunning && h.holder != i + 1))
+      s.job_state = kJobIdle;
     uint64_t floor = s.allocated_bytes + s.context_bytes;
     if (s.reserved_bytes < floor) s.reserved_bytes = floor;
     total += s.reserved_bytes;
   }
   h.reserved_bytes = total;
+  if (h.holder > kMaxSlots || (h.holder != 0 && file_.region->slots[h.holder - 1].state != kSlotLive))
+    h.holder = 0;
+  // Whoever waits re-decides who holds the token.
+  h.token_futex.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&h.token_futex);
   h.repairs++;
 }
 

@@ -79,6 +79,23 @@ class Arbiter {
   // Whether any slot other than ours looks dead (cheap, lock-free scan).
   bool has_dead_slots() const;
 
+  // Runs fn() under the lock inside a seqlock write section: the scheduler's
+  // way to change the token and the scheduling fields. False (fn not run)
+  // if the lock is unusable.
+  template <class Fn>
+  bool update(Fn&& fn) {
+    if (!lock()) return false;
+    {
+      WriteSection write(file_.region->header);
+      fn();
+    }
+    unlock();
+    return true;
+  }
+
+  // Whether slot `index` is owned by a live process (ours always is).
+  bool slot_is_live(int index) const;
+
   // Checks the invariants under the lock. For tests and debug builds.
   bool is_valid(char* why, size_t why_len);
 
@@ -87,7 +104,14 @@ class Arbiter {
   void repair_locked();
 
  private:
-  struct WriteSection;
+  // Marks the region as being written, for readers that cannot take the lock.
+  struct WriteSection {
+    explicit WriteSection(RegionHeader& h) : header(h) {
+      header.seq.fetch_add(1, std::memory_order_acq_rel);
+    }
+    ~WriteSection() { header.seq.fetch_add(1, std::memory_order_release); }
+    RegionHeader& header;
+  };
   ReserveResult reserve_locked(uint64_t bytes, uint32_t allocations);
   bool lock();
   void unlock();

@@ -51,9 +51,16 @@ void init_region(Region* r, const char* uuid, uint64_t capacity_bytes) {
   h.created_unix_ns = unix_now_ns();
   new (&h.seq) std::atomic<uint32_t>(0);
   for (Slot& s : r->slots) {
+    new (&s.gate) std::atomic<uint32_t>(kGateClosed);
+    new (&s.gpu_waits) std::atomic<uint32_t>(0);
     new (&s.launches) std::atomic<uint64_t>(0);
     new (&s.syncs) std::atomic<uint64_t>(0);
+    new (&s.iterations) std::atomic<uint64_t>(0);
+    new (&s.iteration_ns) std::atomic<uint64_t>(0);
+    new (&s.iteration_launches) std::atomic<uint32_t>(0);
+    new (&s.iteration_source) std::atomic<uint32_t>(kIterationsUnknown);
   }
+  new (&h.token_futex) std::atomic<uint32_t>(0);
 }
 
 bool map_file(int fd, bool writable, RegionFile* out, char* error, size_t error_len) {
@@ -157,6 +164,12 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
 }
 
 }  // namespace
+
+uint64_t mono_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
 
 uint64_t unix_now_ns() {
   timespec ts;

@@ -50,6 +50,9 @@ void close_region(RegionFile* file);
 // Wall-clock time in ns since the epoch: the region's timestamps, which
 // other processes (gshare-top) read, use this clock.
 uint64_t unix_now_ns();
+// CLOCK_MONOTONIC in ns: the scheduler's clock (*_mono_ns fields), shared by
+// every process on the host and never stepped.
+uint64_t mono_now_ns();
 
 // Checks the header of a mapped file of `file_bytes` bytes. False, with the
 // reason in `why`, for a foreign version, a bad size or a corrupt field.

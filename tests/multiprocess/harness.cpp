@@ -161,8 +161,16 @@ void Client::drain_stderr() {
 }
 
 std::string Client::send(const std::string& command, double timeout_s) {
+  post(command);
+  return reply(timeout_s);
+}
+
+void Client::post(const std::string& command) {
   std::string line = command + "\n";
-  if (write(in_, line.data(), line.size()) != ssize_t(line.size())) return "";
+  if (write(in_, line.data(), line.size()) != ssize_t(line.size())) return;
+}
+
+std::string Client::reply(double timeout_s) {
   double deadline = now_s() + timeout_s;
   for (;;) {
     size_t newline = out_buffer_.find('\n');

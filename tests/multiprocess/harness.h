@@ -69,6 +69,10 @@ class Client {
 
   // Sends one command, returns its one-line reply ("" on timeout or exit).
   std::string send(const std::string& command, double timeout_s = 20);
+  // The same in two steps, for a command that runs while the test does
+  // something else.
+  void post(const std::string& command);
+  std::string reply(double timeout_s = 20);
   pid_t pid() const { return pid_; }
   void kill9();
   // Closes stdin and waits; returns the exit status.

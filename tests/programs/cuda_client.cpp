@@ -11,14 +11,26 @@
 //   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
-//   pid | exit
+//   pid | exit |
+//   train ITERS KERNELS MICROS sync|nosync GAP_MICROS   a training-like loop:
+//       each iteration launches KERNELS spin kernels, each a different
+//       function (gshare_spin_0, _1, ...), of MICROS each; then syncs (or
+//       not), then spends GAP_MICROS on the host. Replies
+//       "train ok ITERATIONS ELAPSED_MS".
+//   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
+//       for a wall-clock time instead of a count.
+//   probe COUNT MICROS PERIOD_MS   a latency-critical loop: COUNT times, one
+//       kernel of MICROS and a sync, PERIOD_MS apart. Replies
+//       "probe ok MEDIAN_US MAX_US" (launch to sync return).
 // SIZE accepts K/M/G suffixes (binary). Failures print "err <code>".
 #include <cuda.h>
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -166,6 +178,41 @@ std::string name_or(const std::vector<std::string>& args, size_t index) {
 }
 
 
+CUfunction spin_function(int index) {
+  static std::map<int, CUfunction> functions;
+  if (auto it = functions.find(index); it != functions.end()) return it->second;
+  if (!g_module && g_api.module_load_data(&g_module, gshare::kSpinKernelPtx) != CUDA_SUCCESS)
+    return nullptr;
+  CUfunction f = nullptr;
+  std::string name = "gshare_spin_" + std::to_string(index);
+  if (g_api.module_get_function(&f, g_module, name.c_str()) != CUDA_SUCCESS) return nullptr;
+  return functions[index] = f;
+}
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The loop behind train and trainfor. Stops after `iterations`, or at
+// `until` (steady-clock seconds). Returns the iterations run, or -1.
+long train_loop(long iterations, double until, int kernels, unsigned long long micros, bool sync,
+                long gap_us, CUresult* error) {
+  unsigned long long ns = micros * 1000ull;
+  void* params[] = {&ns};
+  long done = 0;
+  for (; done < iterations && seconds_now() < until; ++done) {
+    for (int k = 0; k < kernels; ++k) {
+      CUfunction f = spin_function(k);
+      if (!f) return *error = CUDA_ERROR_NOT_FOUND, -1;
+      if ((*error = g_api.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)) != CUDA_SUCCESS)
+        return -1;
+    }
+    if (sync && (*error = g_api.ctx_synchronize()) != CUDA_SUCCESS) return -1;
+    if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+  }
+  return done;
+}
+
 std::string run(const std::vector<std::string>& a) {
   std::ostringstream out;
   const std::string& cmd = a[0];
@@ -273,6 +320,36 @@ std::string run(const std::vector<std::string>& a) {
       if (!result(g_api.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)))
         return out.str();
     out << "launch ok " << count;
+  } else if (cmd == "train" || cmd == "trainfor") {
+    double start = seconds_now();
+    long iterations = cmd == "train" ? std::stol(a.at(1)) : LONG_MAX;
+    double until = cmd == "trainfor" ? start + std::stod(a.at(1)) : 1e300;
+    CUresult error = CUDA_SUCCESS;
+    long done = train_loop(iterations, until, std::stoi(a.at(2)), std::stoull(a.at(3)),
+                           a.at(4) == "sync", std::stol(a.at(5)), &error);
+    if (done < 0) {
+      result(error);
+      return out.str();
+    }
+    out << "train ok " << done << " " << long((seconds_now() - start) * 1000);
+  } else if (cmd == "probe") {
+    int count = std::stoi(a.at(1));
+    unsigned long long ns = std::stoull(a.at(2)) * 1000ull;
+    double period = std::stod(a.at(3)) / 1000;
+    void* params[] = {&ns};
+    std::vector<double> latencies;
+    for (int i = 0; i < count; ++i) {
+      double begin = seconds_now();
+      CUfunction f = spin_function(100);
+      if (!f || !result(g_api.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)) ||
+          !result(g_api.ctx_synchronize()))
+        return out.str();
+      double end = seconds_now();
+      latencies.push_back((end - begin) * 1e6);
+      if (end < begin + period) std::this_thread::sleep_for(std::chrono::duration<double>(begin + period - end));
+    }
+    std::sort(latencies.begin(), latencies.end());
+    out << "probe ok " << long(latencies[latencies.size() / 2]) << " " << long(latencies.back());
   } else if (cmd == "sync") {
     if (result(g_api.ctx_synchronize())) out << "sync ok";
   } else if (cmd == "fill") {

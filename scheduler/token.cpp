@@ -1,0 +1,404 @@
+#include "scheduler/token.h"
+
+#include <algorithm>
+
+#include "intercept/log.h"
+#include "shm/futex.h"
+#include "shm/region.h"
+
+namespace gshare::scheduler {
+
+using shm::Arbiter;
+using shm::kMaxSlots;
+using shm::Region;
+using shm::RegionHeader;
+using shm::Slot;
+
+namespace {
+
+constexpr uint64_t kMaxSleepNs = 250'000'000;  // a waiter re-checks at least this often
+constexpr uint64_t kMinSleepNs = 200'000;
+
+uint64_t ms_to_ns(double ms) { return uint64_t(ms * 1e6); }
+
+Policy region_policy(const RegionHeader& h) {
+  return policy_is_known(h.policy) ? Policy(h.policy) : Policy::kFair;
+}
+
+// srtf's estimate of the GPU time a job still needs.
+uint64_t remaining_ns(const Slot& s) {
+  if (s.expected_ns != 0) return s.expected_ns > s.served_ns ? s.expected_ns - s.served_ns : 0;
+  uint64_t iteration = s.iteration_ns.load(std::memory_order_relaxed);
+  if (s.expected_iters != 0 && iteration != 0) {
+    uint64_t done = s.iterations.load(std::memory_order_relaxed);
+    return done >= s.expected_iters ? 0 : (s.expected_iters - done) * iteration;
+  }
+  return kForever;
+}
+
+// The live jobs of a region, as the policies see them.
+struct JobTable {
+  Job jobs[kMaxSlots];
+  int index_of_slot[kMaxSlots];
+  int count = 0;
+
+  Job* of_slot(int slot) { return index_of_slot[slot] >= 0 ? &jobs[index_of_slot[slot]] : nullptr; }
+  int index(int slot) const { return slot >= 0 ? index_of_slot[slot] : -1; }
+};
+
+void gather_locked(const Arbiter& arbiter, JobTable& t) {
+  Region& r = *arbiter.region();
+  t.count = 0;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    t.index_of_slot[i] = -1;
+    const Slot& s = r.slots[i];
+    if (s.state != shm::kSlotLive || !arbiter.slot_is_live(int(i))) continue;
+    Job& j = t.jobs[t.count];
+    j.id = int(i);
+    j.active = s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning;
+    j.arrival_ns = s.arrival_mono_ns;
+    j.weight = s.weight ? s.weight : 1;
+    j.priority = s.priority;
+    j.served_ns = s.served_ns;
+    j.vtime_ns = s.vtime_ns;
+    j.remaining_ns = remaining_ns(s);
+    t.index_of_slot[i] = t.count++;
+  }
+}
+
+// The slot holding the token, or -1. A holder whose slot was freed or
+// reused since the grant holds nothing.
+int holder_slot_locked(const Arbiter& arbiter) {
+  RegionHeader& h = arbiter.region()->header;
+  if (h.holder == 0 || h.holder > kMaxSlots) return -1;
+  int slot = int(h.holder) - 1;
+  const Slot& s = arbiter.region()->slots[slot];
+  if (s.state != shm::kSlotLive || s.generation != h.holder_generation) {
+    h.holder = 0;
+    return -1;
+  }
+  return slot;
+}
+
+// Adds [from, to) of token time to the per-second share buckets.
+void add_share(Slot& s, uint64_t from, uint64_t to) {
+  while (from < to) {
+    uint64_t second = from / 1'000'000'000;
+    uint64_t end = std::min(to, (second + 1) * 1'000'000'000);
+    int bucket = int(second % shm::kShareSeconds);
+    if (s.share_second[bucket] != uint32_t(second)) {
+      s.share_second[bucket] = uint32_t(second);
+      s.share_us[bucket] = 0;
+    }
+    s.share_us[bucket] += uint32_t((end - from) / 1000);
+    from = end;
+  }
+}
+
+// Charges the holder for its token time up to `now`.
+void account_locked(Arbiter& arbiter, JobTable* table, uint64_t now) {
+  int slot = holder_slot_locked(arbiter);
+  if (slot < 0) return;
+  Slot& s = arbiter.region()->slots[slot];
+  if (now <= s.accounted_mono_ns) return;
+  Job job;
+  job.weight = s.weight ? s.weight : 1;
+  job.served_ns = s.served_ns;
+  job.vtime_ns = s.vtime_ns;
+  charge(job, now - s.accounted_mono_ns);
+  add_share(s, s.accounted_mono_ns, now);
+  s.served_ns = job.served_ns;
+  s.vtime_ns = job.vtime_ns;
+  s.accounted_mono_ns = now;
+  if (table) {
+    if (Job* j = table->of_slot(slot)) {
+      j->served_ns = s.served_ns;
+      j->vtime_ns = s.vtime_ns;
+      j->remaining_ns = remaining_ns(s);
+    }
+  }
+}
+
+uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job) {
+  return shm::kGateOpen | (bounds_in_flight(policy, job, t.jobs, t.count) ? uint32_t(shm::kGateBounded) : 0u);
+}
+
+void wake_waiters(RegionHeader& h) {
+  h.token_futex.fetch_add(1, std::memory_order_release);
+  shm::futex_wake_all(&h.token_futex);
+}
+
+// Gives the token to the job at `index`; the holder, if any, becomes
+// `old_holder_state`.
+void grant_locked(Arbiter& arbiter, JobTable& t, int index, shm::JobState old_holder_state,
+                  uint64_t now) {
+  Region& r = *arbiter.region();
+  RegionHeader& h = r.header;
+  Policy policy = region_policy(h);
+  int old = holder_slot_locked(arbiter);
+  if (old >= 0) {
+    account_locked(arbiter, &t, now);
+    Slot& o = r.slots[old];
+    o.gate.store(shm::kGateClosed, std::memory_order_release);
+    o.job_state = old_holder_state;
+    if (old_holder_state == shm::kJobWaiting) o.wait_since_mono_ns = now;
+  }
+  Job& job = t.jobs[index];
+  Slot& s = r.slots[job.id];
+  if (s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns) s.wait_ns += now - s.wait_since_mono_ns;
+  s.wait_since_mono_ns = 0;
+  s.job_state = shm::kJobRunning;
+  s.accounted_mono_ns = now;
+  s.granted++;
+  h.holder = uint32_t(job.id) + 1;
+  h.holder_generation = s.generation;
+  h.slice_start_mono_ns = now;
+  uint64_t length = slice_length(policy, job, s.quantum_ns);
+  h.slice_end_mono_ns = length == kForever ? kForever : now + length;
+  if (old != job.id) h.handovers++;
+  s.gate.store(open_gate_for(policy, t, job), std::memory_order_release);
+  wake_waiters(h);
+}
+
+// The one place the token moves on a waiter's initiative. `holder_idle`:
+// the caller watched the holder stand still for its idle time.
+void decide_locked(Arbiter& arbiter, uint64_t now, bool holder_idle) {
+  JobTable t;
+  Region& r = *arbiter.region();
+  RegionHeader& h = r.header;
+  Policy policy = region_policy(h);
+  gather_locked(arbiter, t);
+  account_locked(arbiter, &t, now);
+  int holder = holder_slot_locked(arbiter);
+  if (holder >= 0 && t.index(holder) < 0) holder = -1;  // dead, not yet reclaimed
+  if (holder >= 0 && holder_idle) {
+    Slot& s = r.slots[holder];
+    s.gate.store(shm::kGateClosed, std::memory_order_release);
+    s.job_state = shm::kJobIdle;
+    t.of_slot(holder)->active = false;
+    h.holder = 0;
+    holder = -1;
+    wake_waiters(h);
+  }
+  if (holder < 0) {
+    int next = pick_next(policy, t.jobs, t.count, -1);
+    if (next >= 0) grant_locked(arbiter, t, next, shm::kJobIdle, now);
+    return;
+  }
+  int current = t.index(holder);
+  int best = pick_next(policy, t.jobs, t.count, current);
+  if (best != current && preempts_now(policy, t.jobs[current], t.jobs[best])) {
+    grant_locked(arbiter, t, best, shm::kJobWaiting, now);
+    return;
+  }
+  Slot& s = r.slots[holder];
+  uint32_t gate = s.gate.load(std::memory_order_relaxed);
+  if (now >= h.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
+    if (best != current) {
+      gate |= shm::kGateYield;
+    } else {
+      uint64_t length = slice_length(policy, t.jobs[current], s.quantum_ns);
+      h.slice_start_mono_ns = now;
+      h.slice_end_mono_ns = length == kForever ? kForever : now + length;
+    }
+  }
+  // A higher-priority job may have come or gone since the grant.
+  if (gate & shm::kGateOpen)
+    gate = (gate & ~uint32_t(shm::kGateBounded)) | (open_gate_for(policy, t, t.jobs[current]) & shm::kGateBounded);
+  s.gate.store(gate, std::memory_order_release);
+}
+
+// What a waiter knows about the holder's activity: its launch count, and
+// since when it has stood still.
+struct HolderWatch {
+  int slot = -1;
+  uint32_t generation = 0;
+  uint64_t launches = 0;
+  uint64_t still_since = 0;
+
+  // Whether the holder has been idle for its idle time; `left` gets how long
+  // until it would be.
+  bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left) {
+    uint64_t launched = s.launches.load(std::memory_order_relaxed);
+    bool busy = s.gpu_waits.load(std::memory_order_relaxed) != 0;
+    if (holder != slot || s.generation != generation || launched != launches || busy) {
+      slot = holder;
+      generation = s.generation;
+      launches = launched;
+      still_since = now;
+    }
+    uint64_t idle_ns = s.idle_ns ? s.idle_ns : 100'000'000;
+    uint64_t still = now - still_since;
+    *left = still >= idle_ns ? 0 : idle_ns - still;
+    return !busy && still >= idle_ns;
+  }
+};
+
+}  // namespace
+
+JobSettings job_settings(const Options& o) {
+  JobSettings s;
+  s.policy = Policy(uint32_t(o.policy));
+  s.policy_given = o.policy_given;
+  s.quantum_ns = ms_to_ns(o.quantum_ms);
+  s.idle_ns = ms_to_ns(o.idle_ms);
+  s.slice_max_ns = ms_to_ns(o.slice_max_ms);
+  s.expected_ns = uint64_t(o.expected_seconds * 1e9);
+  s.expected_iters = o.expected_iters;
+  s.weight = o.weight;
+  s.priority = o.priority;
+  s.strict_handover = o.strict_handover;
+  return s;
+}
+
+void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_uuid) {
+  Policy asked = settings.policy, running = asked;
+  bool differs = false;
+  arbiter.update([&] {
+    Region& r = *arbiter.region();
+    Slot& s = r.slots[arbiter.own_slot()];
+    s.weight = settings.weight;
+    s.priority = settings.priority;
+    s.handover_mode = settings.strict_handover ? shm::kHandoverStrict : shm::kHandoverOverlap;
+    s.quantum_ns = settings.quantum_ns;
+    s.idle_ns = settings.idle_ns;
+    s.slice_max_ns = settings.slice_max_ns;
+    s.expected_ns = settings.expected_ns;
+    s.expected_iters = settings.expected_iters;
+    s.arrival_mono_ns = shm::mono_now_ns();
+    s.job_state = shm::kJobIdle;
+    bool alone = true;
+    for (uint32_t i = 0; i < kMaxSlots && alone; ++i)
+      if (int(i) != arbiter.own_slot() && arbiter.slot_is_live(int(i))) alone = false;
+    // The policy belongs to the GPU: the first process sets it, and a region
+    // left behind by earlier processes does not bind a new first one.
+    if (alone || !policy_is_known(r.header.policy)) r.header.policy = uint32_t(asked);
+    running = Policy(r.header.policy);
+    differs = running != asked;
+  });
+  if (differs && settings.policy_given)
+    GSHARE_WARN("GSHARE_POLICY=%s asked, but GPU %s already runs under %s (set by the first "
+                "process on it); using %s",
+                policy_name(asked), gpu_uuid, policy_name(running), policy_name(running));
+}
+
+void wait_for_token(Arbiter& arbiter) {
+  Region& r = *arbiter.region();
+  RegionHeader& h = r.header;
+  Slot& me = r.slots[arbiter.own_slot()];
+  arbiter.update([&] {
+    uint64_t now = shm::mono_now_ns();
+    if (me.job_state == shm::kJobIdle) {
+      JobTable t;
+      gather_locked(arbiter, t);
+      int index = t.index(arbiter.own_slot());
+      if (index >= 0) {
+        activate(t.jobs, t.count, index);
+        me.vtime_ns = t.jobs[index].vtime_ns;
+      }
+      me.job_state = shm::kJobWaiting;
+      me.wait_since_mono_ns = now;
+    }
+    decide_locked(arbiter, now, false);
+  });
+  HolderWatch watch;
+  for (;;) {
+    uint32_t seen = h.token_futex.load(std::memory_order_acquire);
+    if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) return;
+    uint64_t now = shm::mono_now_ns();
+    uint32_t holder_field = h.holder;  // racy read: only a hint, decided under the lock
+    int holder = holder_field >= 1 && holder_field <= kMaxSlots ? int(holder_field) - 1 : -1;
+    uint64_t sleep = kMaxSleepNs;
+    bool decide = holder < 0 || !arbiter.slot_is_live(holder);
+    bool idle = false;
+    if (!decide) {
+      const Slot& s = r.slots[holder];
+      uint64_t idle_left = 0;
+      idle = watch.idle(holder, s, now, &idle_left);
+      uint64_t slice_end = h.slice_end_mono_ns;
+      // Ask for the slice's end once; a holder draining (gate closed) or
+      // already asked needs no second decision.
+      uint32_t gate = s.gate.load(std::memory_order_relaxed);
+      bool may_ask = (gate & shm::kGateOpen) && !(gate & shm::kGateYield);
+      if (now >= slice_end && may_ask) decide = true;
+      if (slice_end > now) sleep = std::min(sleep, slice_end - now);
+      sleep = std::min(sleep, idle_left);
+      decide = decide || idle;
+    }
+    if (decide) {
+      arbiter.update([&] { decide_locked(arbiter, now, idle); });
+      watch = HolderWatch{};
+      continue;
+    }
+    shm::futex_wait(&h.token_futex, seen, std::max(sleep, kMinSleepNs));
+  }
+}
+
+void end_slice(Arbiter& arbiter, void (*drain)()) {
+  JobTable t;
+  Region& r = *arbiter.region();
+  int own = arbiter.own_slot();
+  Slot& me = r.slots[own];
+  bool must_drain = false;
+  auto hand_over = [&](bool drained) {
+    uint64_t now = shm::mono_now_ns();
+    if (holder_slot_locked(arbiter) != own) return;
+    Policy policy = region_policy(r.header);
+    gather_locked(arbiter, t);
+    account_locked(arbiter, &t, now);
+    int current = t.index(own);
+    int next = pick_next(policy, t.jobs, t.count, current);
+    if (next < 0 || next == current) {
+      // Nobody else should run: a new slice, no handover.
+      uint64_t length = slice_length(policy, t.jobs[current], me.quantum_ns);
+      r.header.slice_start_mono_ns = now;
+      r.header.slice_end_mono_ns = length == kForever ? kForever : now + length;
+      me.gate.store(open_gate_for(policy, t, t.jobs[current]), std::memory_order_release);
+      return;
+    }
+    if (me.handover_mode == shm::kHandoverStrict && !drained) {
+      me.gate.store(shm::kGateClosed, std::memory_order_release);
+      must_drain = true;
+      return;
+    }
+    grant_locked(arbiter, t, next, shm::kJobWaiting, now);
+  };
+  arbiter.update([&] { hand_over(false); });
+  if (!must_drain) return;
+  me.gpu_waits.fetch_add(1, std::memory_order_relaxed);  // busy, not idle, while draining
+  drain();
+  me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+  arbiter.update([&] { hand_over(true); });
+}
+
+void lend_while_idle(Arbiter& arbiter) {
+  JobTable t;
+  Region& r = *arbiter.region();
+  int own = arbiter.own_slot();
+  if (region_policy(r.header) != Policy::kPriority) return;
+  arbiter.update([&] {
+    if (holder_slot_locked(arbiter) != own) return;
+    uint64_t now = shm::mono_now_ns();
+    gather_locked(arbiter, t);
+    int current = t.index(own);
+    if (current < 0) return;
+    // Only to lower priorities: equal ones take turns by slices as usual.
+    for (int i = 0; i < t.count; ++i) {
+      if (i == current || !t.jobs[i].active) continue;
+      if (t.jobs[i].priority >= t.jobs[current].priority) return;
+    }
+    t.jobs[current].active = false;
+    int next = pick_next(Policy::kPriority, t.jobs, t.count, -1);
+    if (next < 0) return;  // nobody waits: keep it
+    grant_locked(arbiter, t, next, shm::kJobIdle, now);
+  });
+}
+
+void account_token_time(Arbiter& arbiter) {
+  arbiter.update([&] {
+    if (holder_slot_locked(arbiter) == arbiter.own_slot())
+      account_locked(arbiter, nullptr, shm::mono_now_ns());
+  });
+}
+
+}  // namespace gshare::scheduler

@@ -1,0 +1,66 @@
+// The launch token of one GPU, kept in the GPU's arbiter region.
+//
+// A job may launch while its slot's gate is open (shm/layout.h, GateBits).
+// There is no daemon: every decision is taken under the region's lock by a
+// process that needs one, with the policy functions of scheduler/policy.h.
+//
+//   waiter   a job that wants to launch and does not hold the token sleeps
+//            on the region's futex. It wakes when the token changes hands,
+//            at the holder's slice end, to check whether the holder went idle
+//            or died, and at least every 250 ms. Whoever wakes decides.
+//   holder   launches freely until a waiter finds its slice over and sets
+//            kGateYield; the holder then hands over at its next iteration
+//            boundary (scheduler/iterations.h), or once the slice has run
+//            GSHARE_SLICE_MAX_MS past its end.
+//   idle     a holder whose launch count stands still for its GSHARE_IDLE_MS,
+//            with no thread inside a host sync, loses the token.
+//   dead     a dead holder's slot is freed by whoever notices (shm/arbiter):
+//            the token goes back at once.
+#pragma once
+
+#include <cstdint>
+
+#include "intercept/options.h"
+#include "scheduler/policy.h"
+#include "shm/arbiter.h"
+
+namespace gshare::scheduler {
+
+struct JobSettings {
+  Policy policy = Policy::kFair;
+  bool policy_given = false;
+  uint64_t quantum_ns = 50'000'000;
+  uint64_t idle_ns = 100'000'000;
+  uint64_t slice_max_ns = 200'000'000;
+  uint64_t expected_ns = 0;
+  uint64_t expected_iters = 0;
+  uint32_t weight = 1;
+  int32_t priority = 0;
+  bool strict_handover = false;
+};
+
+JobSettings job_settings(const Options& options);
+
+// Writes the job's settings into its newly claimed slot. The first live
+// process on a GPU sets the GPU's policy; a later one that asked for another
+// gets one warning naming both.
+void join_token(shm::Arbiter& arbiter, const JobSettings& settings, const char* gpu_uuid);
+
+// Blocks until this job holds the token.
+void wait_for_token(shm::Arbiter& arbiter);
+
+// The holder is at a point where it may hand over (its slice is over, and it
+// is at an iteration boundary or past the slice's limit). Gives the token to
+// the job the policy picks, which may be this one again. Under strict
+// handover, `drain` runs first, with the gate closed.
+void end_slice(shm::Arbiter& arbiter, void (*drain)());
+
+// The holder's work is drained (a host sync returned). Under priority it
+// lends the GPU to a waiting lower-priority job until it launches again.
+void lend_while_idle(shm::Arbiter& arbiter);
+
+// Counts the holder's token time so far: gshare-top's share and fair's
+// clock stay current during a long slice. Called by the upkeep thread.
+void account_token_time(shm::Arbiter& arbiter);
+
+}  // namespace gshare::scheduler
