@@ -58,6 +58,7 @@ const char* policy_name(Policy policy) {
 }
 
 bool parse_policy(const char* text, Policy* out) {
+  if (!text) return false;
   for (const Named& n : kNames) {
     if (strcasecmp(text, n.name) == 0) {
       *out = n.policy;
@@ -109,10 +110,13 @@ void charge(Job& job, uint64_t ns) {
   if (job.remaining_ns != kForever) job.remaining_ns = job.remaining_ns > ns ? job.remaining_ns - ns : 0;
 }
 
-void activate(Job* jobs, int count, int index) {
+void activate(Policy policy, Job* jobs, int count, int index) {
   uint64_t least = kForever;
-  for (int i = 0; i < count; ++i)
-    if (i != index && jobs[i].active && jobs[i].vtime_ns < least) least = jobs[i].vtime_ns;
+  for (int i = 0; i < count; ++i) {
+    if (i == index || !jobs[i].active) continue;
+    if (policy == Policy::kPriority && jobs[i].priority != jobs[index].priority) continue;
+    if (jobs[i].vtime_ns < least) least = jobs[i].vtime_ns;
+  }
   if (least != kForever && jobs[index].vtime_ns < least) jobs[index].vtime_ns = least;
   jobs[index].active = true;
 }

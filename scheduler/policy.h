@@ -72,7 +72,8 @@ bool bounds_in_flight(Policy policy, const Job& job, const Job* live, int count)
 void charge(Job& job, uint64_t ns);
 
 // `jobs[index]` becomes active: it starts no further behind on the fair
-// clock than the least vtime of the other active jobs.
-void activate(Job* jobs, int count, int index);
+// clock than the least vtime of the other active jobs (under priority, of
+// those of its own priority: a starved lower job is no reference).
+void activate(Policy policy, Job* jobs, int count, int index);
 
 }  // namespace gshare::scheduler

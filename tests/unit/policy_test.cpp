@@ -1,0 +1,378 @@
+// The scheduling policies as pure functions (scheduler/policy.h): who is
+// picked, how long a slice lasts, who preempts, what charge and activate do.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "scheduler/policy.h"
+
+using gshare::scheduler::activate;
+using gshare::scheduler::bounds_in_flight;
+using gshare::scheduler::charge;
+using gshare::scheduler::Job;
+using gshare::scheduler::kForever;
+using gshare::scheduler::parse_policy;
+using gshare::scheduler::pick_next;
+using gshare::scheduler::Policy;
+using gshare::scheduler::policy_is_known;
+using gshare::scheduler::policy_name;
+using gshare::scheduler::preempts_now;
+using gshare::scheduler::slice_length;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kQuantum = 50 * kMs;
+
+// An active job; ids follow the index in the vectors below.
+Job active_job(int id, uint64_t arrival_ns) {
+  Job job;
+  job.id = id;
+  job.active = true;
+  job.arrival_ns = arrival_ns;
+  return job;
+}
+
+// Jobs 0..count-1, all active, arrived 0, 1, 2 ... ms in id order.
+std::vector<Job> active_jobs(int count) {
+  std::vector<Job> jobs;
+  for (int i = 0; i < count; ++i) jobs.push_back(active_job(i, uint64_t(i) * kMs));
+  return jobs;
+}
+
+int pick(Policy policy, const std::vector<Job>& jobs, int holder) {
+  return pick_next(policy, jobs.data(), int(jobs.size()), holder);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Every policy
+
+TEST_CASE("no policy picks a job when none is active") {
+  std::vector<Job> jobs = active_jobs(3);
+  for (Job& job : jobs) job.active = false;
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority}) {
+    CHECK(pick(policy, jobs, -1) == -1);
+    CHECK(pick_next(policy, nullptr, 0, -1) == -1);
+  }
+}
+
+TEST_CASE("no policy picks an inactive job, however good it looks") {
+  std::vector<Job> jobs = active_jobs(2);
+  jobs[0].active = false;  // earliest, least vtime, shortest, highest priority
+  jobs[0].priority = 9;
+  jobs[1].vtime_ns = 1000;
+  jobs[1].remaining_ns = 1000;
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority})
+    CHECK(pick(policy, jobs, -1) == 1);
+}
+
+// ---------------------------------------------------------------------------
+// fifo
+
+TEST_CASE("under fifo the holder keeps the GPU while it is active") {
+  std::vector<Job> jobs = active_jobs(3);
+  CHECK(pick(Policy::kFifo, jobs, 2) == 2);  // though jobs 0 and 1 arrived earlier
+  CHECK(pick(Policy::kFifo, jobs, 1) == 1);
+}
+
+TEST_CASE("under fifo the earliest arrival runs next") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].arrival_ns = 30 * kMs;
+  jobs[1].arrival_ns = 10 * kMs;
+  jobs[2].arrival_ns = 20 * kMs;
+  CHECK(pick(Policy::kFifo, jobs, -1) == 1);
+  jobs[1].active = false;  // it departed
+  CHECK(pick(Policy::kFifo, jobs, -1) == 2);
+}
+
+TEST_CASE("under fifo jobs that arrived together run in id order") {
+  std::vector<Job> jobs = active_jobs(3);
+  for (Job& job : jobs) job.arrival_ns = 5 * kMs;
+  CHECK(pick(Policy::kFifo, jobs, -1) == 0);
+  jobs[0].active = false;
+  CHECK(pick(Policy::kFifo, jobs, -1) == 1);
+}
+
+TEST_CASE("under fifo vtime, estimates and priorities do not matter") {
+  std::vector<Job> jobs = active_jobs(2);
+  jobs[0].vtime_ns = 1'000 * kMs;
+  jobs[0].remaining_ns = kForever;
+  jobs[1].priority = 5;
+  jobs[1].remaining_ns = 1;
+  CHECK(pick(Policy::kFifo, jobs, -1) == 0);
+}
+
+// ---------------------------------------------------------------------------
+// fair
+
+TEST_CASE("under fair the job furthest behind on the fair clock runs") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].vtime_ns = 300;
+  jobs[1].vtime_ns = 100;
+  jobs[2].vtime_ns = 200;
+  CHECK(pick(Policy::kFair, jobs, 0) == 1);
+  CHECK(pick(Policy::kFair, jobs, 1) == 1);  // still the furthest behind: it keeps the GPU
+}
+
+TEST_CASE("under fair a tie on the fair clock goes to a job other than the holder") {
+  std::vector<Job> jobs = active_jobs(2);
+  jobs[0].vtime_ns = jobs[1].vtime_ns = 700;
+  CHECK(pick(Policy::kFair, jobs, 0) == 1);
+  CHECK(pick(Policy::kFair, jobs, 1) == 0);
+  CHECK(pick(Policy::kFair, jobs, -1) == 0);  // no holder: the earlier arrival
+}
+
+TEST_CASE("under fair a tie among non-holders goes to the earlier arrival") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[1].arrival_ns = 0;
+  jobs[2].arrival_ns = 0;
+  jobs[1].id = 7;  // same arrival: the lower id wins
+  for (Job& job : jobs) job.vtime_ns = 50;
+  CHECK(pick(Policy::kFair, jobs, 0) == 2);
+}
+
+TEST_CASE("charge moves the fair clock by served time over weight") {
+  Job light = active_job(0, 0);
+  Job heavy = active_job(1, 0);
+  heavy.weight = 3;
+  charge(light, 300 * kMs);
+  charge(heavy, 300 * kMs);
+  CHECK(light.served_ns == 300 * kMs);
+  CHECK(heavy.served_ns == 300 * kMs);
+  CHECK(light.vtime_ns == 300 * kMs);
+  CHECK(heavy.vtime_ns == 100 * kMs);
+}
+
+TEST_CASE("under fair a job of weight 3 stays even with a job of weight 1 that gets a third") {
+  std::vector<Job> jobs = active_jobs(2);
+  jobs[0].weight = 3;
+  charge(jobs[0], 3 * kQuantum);
+  charge(jobs[1], kQuantum);
+  CHECK(jobs[0].vtime_ns == jobs[1].vtime_ns);
+  charge(jobs[1], 1);  // now job 1 is ahead: job 0 runs
+  CHECK(pick(Policy::kFair, jobs, 1) == 0);
+}
+
+TEST_CASE("charge treats a weight of 0 as 1") {
+  Job job = active_job(0, 0);
+  job.weight = 0;
+  charge(job, 42);
+  CHECK(job.vtime_ns == 42);
+}
+
+TEST_CASE("charge counts down a known remaining time and never below 0") {
+  Job job = active_job(0, 0);
+  job.remaining_ns = 100;
+  charge(job, 30);
+  CHECK(job.remaining_ns == 70);
+  charge(job, 500);
+  CHECK(job.remaining_ns == 0);
+  Job unknown = active_job(1, 0);
+  charge(unknown, 500);
+  CHECK(unknown.remaining_ns == kForever);
+}
+
+TEST_CASE("a newly active job starts level with the least vtime of the active jobs") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].vtime_ns = 900;
+  jobs[1].vtime_ns = 400;
+  jobs[2].active = false;  // arrives now, vtime 0: it must not run until it has caught up
+  activate(Policy::kFair, jobs.data(), 3, 2);
+  CHECK(jobs[2].active);
+  CHECK(jobs[2].vtime_ns == 400);
+  // Level with job 1, so job 1 (if it holds the GPU) hands it over at once,
+  // and then they alternate rather than job 2 running for 400 ns alone.
+  CHECK(pick(Policy::kFair, jobs, 1) == 2);
+}
+
+TEST_CASE("activate does not pull back a job that is already ahead") {
+  std::vector<Job> jobs = active_jobs(2);
+  jobs[0].vtime_ns = 400;
+  jobs[1].active = false;
+  jobs[1].vtime_ns = 1000;  // it ran a lot before it went idle
+  activate(Policy::kFair, jobs.data(), 2, 1);
+  CHECK(jobs[1].vtime_ns == 1000);
+}
+
+TEST_CASE("activate ignores inactive jobs and keeps the vtime of a job that is alone") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].active = false;
+  jobs[0].vtime_ns = 5000;  // departed: not a reference
+  jobs[1].active = false;
+  jobs[1].vtime_ns = 20;
+  jobs[2].active = false;
+  jobs[2].vtime_ns = 10;
+  activate(Policy::kFair, jobs.data(), 3, 2);
+  CHECK(jobs[2].vtime_ns == 10);
+  activate(Policy::kFair, jobs.data(), 3, 1);
+  CHECK(jobs[1].vtime_ns == 20);  // already ahead of job 2
+  jobs[0].vtime_ns = 0;
+  activate(Policy::kFair, jobs.data(), 3, 0);
+  CHECK(jobs[0].vtime_ns == 10);
+}
+
+// ---------------------------------------------------------------------------
+// srtf
+
+TEST_CASE("under srtf the job with the least remaining time runs") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].remaining_ns = 900 * kMs;
+  jobs[1].remaining_ns = 300 * kMs;
+  jobs[2].remaining_ns = 600 * kMs;
+  CHECK(pick(Policy::kSrtf, jobs, 0) == 1);
+  CHECK(pick(Policy::kSrtf, jobs, -1) == 1);
+}
+
+TEST_CASE("a job with no estimate runs after every job with one under srtf") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].remaining_ns = kForever;  // earliest and holder, but unknown
+  jobs[1].remaining_ns = 3'600'000 * kMs;
+  jobs[2].remaining_ns = kForever;
+  CHECK(pick(Policy::kSrtf, jobs, 0) == 1);
+  jobs[1].active = false;
+  CHECK(pick(Policy::kSrtf, jobs, 2) == 2);  // only unknowns left: the holder keeps it
+}
+
+TEST_CASE("under srtf a tie on remaining time keeps the holder") {
+  std::vector<Job> jobs = active_jobs(3);
+  for (Job& job : jobs) job.remaining_ns = 100 * kMs;
+  CHECK(pick(Policy::kSrtf, jobs, 2) == 2);
+  CHECK(pick(Policy::kSrtf, jobs, -1) == 0);  // no holder: the earliest arrival
+}
+
+// ---------------------------------------------------------------------------
+// priority
+
+TEST_CASE("under priority the highest priority runs, however far ahead it is") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].priority = 0;
+  jobs[1].priority = 2;
+  jobs[1].vtime_ns = 1'000'000 * kMs;
+  jobs[2].priority = -1;
+  CHECK(pick(Policy::kPriority, jobs, 0) == 1);
+  CHECK(pick(Policy::kPriority, jobs, 1) == 1);
+}
+
+TEST_CASE("under priority jobs of equal priority share as under fair") {
+  std::vector<Job> jobs = active_jobs(3);
+  jobs[0].priority = jobs[1].priority = 1;
+  jobs[2].priority = 0;
+  jobs[2].vtime_ns = 0;  // least vtime, but lower priority
+  jobs[0].vtime_ns = 500;
+  jobs[1].vtime_ns = 200;
+  CHECK(pick(Policy::kPriority, jobs, 0) == 1);
+  jobs[1].vtime_ns = 500;  // a tie: the job that is not the holder
+  CHECK(pick(Policy::kPriority, jobs, 0) == 1);
+  CHECK(pick(Policy::kPriority, jobs, 1) == 0);
+}
+
+TEST_CASE("under priority only a strictly higher priority preempts at once") {
+  Job holder = active_job(0, 0);
+  holder.priority = 1;
+  Job higher = active_job(1, 0);
+  higher.priority = 2;
+  Job equal = active_job(2, 0);
+  equal.priority = 1;
+  Job lower = active_job(3, 0);
+  lower.priority = 0;
+  CHECK(preempts_now(Policy::kPriority, holder, higher));
+  CHECK_FALSE(preempts_now(Policy::kPriority, holder, equal));
+  CHECK_FALSE(preempts_now(Policy::kPriority, holder, lower));
+}
+
+TEST_CASE("no policy but priority preempts at once") {
+  Job holder = active_job(0, 0);
+  Job higher = active_job(1, 0);
+  higher.priority = 100;
+  higher.remaining_ns = 1;
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf})
+    CHECK_FALSE(preempts_now(policy, holder, higher));
+}
+
+TEST_CASE("a job bounds its in-flight work only while a higher-priority live job exists") {
+  std::vector<Job> live = active_jobs(3);
+  live[0].priority = 1;
+  live[1].priority = 1;
+  live[2].priority = 0;
+  // Job 0: the others are equal or lower.
+  CHECK_FALSE(bounds_in_flight(Policy::kPriority, live[0], live.data(), 3));
+  // Job 2: jobs 0 and 1 are higher, idle ones included.
+  live[0].active = live[1].active = false;
+  CHECK(bounds_in_flight(Policy::kPriority, live[2], live.data(), 3));
+  // Alone: nothing to make room for.
+  CHECK_FALSE(bounds_in_flight(Policy::kPriority, live[2], live.data() + 2, 1));
+}
+
+TEST_CASE("a job never bounds its in-flight work against itself or under other policies") {
+  std::vector<Job> live = active_jobs(2);
+  live[1].priority = 3;
+  Job self_copy = live[0];
+  self_copy.priority = -5;  // its own row says 0: the same id is skipped
+  CHECK_FALSE(bounds_in_flight(Policy::kPriority, live[1], live.data(), 2));
+  CHECK(bounds_in_flight(Policy::kPriority, self_copy, live.data(), 2));  // job 1 is higher
+  live[1].priority = 0;
+  CHECK_FALSE(bounds_in_flight(Policy::kPriority, self_copy, live.data(), 1));
+  live[1].priority = 3;
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf})
+    CHECK_FALSE(bounds_in_flight(policy, live[0], live.data(), 2));
+}
+
+// ---------------------------------------------------------------------------
+// Slices
+
+TEST_CASE("a fifo slice never ends") {
+  CHECK(slice_length(Policy::kFifo, active_job(0, 0), kQuantum) == kForever);
+}
+
+TEST_CASE("a fair slice is the quantum times the job's weight") {
+  Job job = active_job(0, 0);
+  CHECK(slice_length(Policy::kFair, job, kQuantum) == kQuantum);
+  job.weight = 4;
+  CHECK(slice_length(Policy::kFair, job, kQuantum) == 4 * kQuantum);
+  job.weight = 0;
+  CHECK(slice_length(Policy::kFair, job, kQuantum) == kQuantum);
+}
+
+TEST_CASE("srtf and priority slices are one quantum, whatever the weight") {
+  Job job = active_job(0, 0);
+  job.weight = 4;
+  job.priority = 7;
+  CHECK(slice_length(Policy::kSrtf, job, kQuantum) == kQuantum);
+  CHECK(slice_length(Policy::kPriority, job, kQuantum) == kQuantum);
+  CHECK(slice_length(Policy::kSrtf, job, 3 * kMs) == 3 * kMs);
+}
+
+// ---------------------------------------------------------------------------
+// Names
+
+TEST_CASE("every policy's name parses back to it") {
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority}) {
+    Policy parsed = Policy::kFifo;
+    REQUIRE(parse_policy(policy_name(policy), &parsed));
+    CHECK(parsed == policy);
+    CHECK(policy_is_known(uint32_t(policy)));
+  }
+  CHECK(std::string(policy_name(Policy::kSrtf)) == "srtf");
+}
+
+TEST_CASE("policy names parse whatever their case") {
+  Policy parsed = Policy::kFifo;
+  REQUIRE(parse_policy("FAIR", &parsed));
+  CHECK(parsed == Policy::kFair);
+  REQUIRE(parse_policy("Priority", &parsed));
+  CHECK(parsed == Policy::kPriority);
+}
+
+TEST_CASE("text that is not a policy name is rejected and leaves the output alone") {
+  for (const char* text : {"", "fifo ", " srtf", "round-robin", "pack", "fai", "fairr", "all"}) {
+    Policy parsed = Policy::kSrtf;
+    CHECK_FALSE(parse_policy(text, &parsed));
+    CHECK(parsed == Policy::kSrtf);
+  }
+  CHECK_FALSE(policy_is_known(0));
+  CHECK_FALSE(policy_is_known(5));
+  CHECK(std::string(policy_name(Policy(99))) == "unknown");
+}
