@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "shm/layout.h"
+#include "scheduler/policy.h"
 #include "shm/liveness.h"
 #include "shm/region.h"
 
@@ -14,8 +14,19 @@ namespace gshare::shm {
 
 namespace {
 
+constexpr uint64_t kNsPerSecond = 1000000000;
+constexpr uint64_t kNsPerUs = 1000;
+constexpr uint64_t kUsPerSecond = 1000000;
+
 std::string bounded_string(const char* chars, size_t capacity) {
   return std::string(chars, strnlen(chars, capacity));
+}
+
+// Time from `since` to `now`; 0 when `since` is unset (0) or later than
+// `now`, which only a corrupt value can be: writers stamp before we read
+// the clock.
+uint64_t elapsed_since(uint64_t since, uint64_t now) {
+  return since != 0 && since <= now ? now - since : 0;
 }
 
 // Copies the header and slots while no writer is inside a write section.
@@ -32,6 +43,64 @@ void copy_consistent(const Region& live, Region* copy) {
   memcpy(static_cast<void*>(copy), &live, sizeof(Region));
 }
 
+const char* policy_text(uint32_t policy) {
+  if (!scheduler::policy_is_known(policy)) return "unknown";
+  return scheduler::policy_name(scheduler::Policy(policy));
+}
+
+const char* handover_mode_name(uint32_t mode) {
+  switch (mode) {
+    case kHandoverOverlap: return "overlap";
+    case kHandoverStrict: return "strict";
+  }
+  return "unknown";
+}
+
+const char* iteration_source_name(uint32_t source) {
+  switch (source) {
+    case kIterationsFromSyncs: return "syncs";
+    case kIterationsFromLaunches: return "launches";
+  }
+  return "unknown";
+}
+
+JobState checked_job_state(uint32_t value) {
+  return value == kJobWaiting || value == kJobRunning ? JobState(value) : kJobIdle;
+}
+
+// When the job attached, on the monotonic clock. The scheduler stamps
+// arrival_mono_ns; a slot it has not stamped (0) still has the wall-clock
+// attach time, carried over by the distance between the two clocks now.
+uint64_t attached_mono_ns(const Slot& s, uint64_t now_mono_ns, uint64_t now_unix_ns) {
+  if (s.arrival_mono_ns != 0) return s.arrival_mono_ns;
+  uint64_t age_ns = elapsed_since(s.attach_unix_ns, now_unix_ns);
+  return age_ns != 0 && age_ns < now_mono_ns ? now_mono_ns - age_ns : 0;
+}
+
+void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint64_t now_mono_ns,
+                     uint64_t now_unix_ns, ProcessSnapshot* p) {
+  p->job_state = checked_job_state(s.job_state);
+  // A holder whose generation differs was granted to an earlier owner of
+  // the slot, who is gone: nobody valid holds the token then.
+  p->holds_token = h.holder == index + 1 && h.holder_generation == s.generation;
+  p->weight = s.weight;
+  p->priority = s.priority;
+  p->handover_mode = handover_mode_name(s.handover_mode);
+  p->expected_ns = s.expected_ns;
+  p->expected_iters = s.expected_iters;
+  // The holder's time since accounted_mono_ns is in no counter yet.
+  uint64_t unaccounted_ns = p->holds_token ? elapsed_since(s.accounted_mono_ns, now_mono_ns) : 0;
+  p->served_ns = s.served_ns + unaccounted_ns;
+  p->granted = s.granted;
+  p->waiting_ns = s.wait_ns + elapsed_since(s.wait_since_mono_ns, now_mono_ns);
+  uint64_t attached_ns = attached_mono_ns(s, now_mono_ns, now_unix_ns);
+  p->share_10s = recent_token_share(s, p->holds_token, attached_ns, now_mono_ns);
+  p->iterations = s.iterations.load(std::memory_order_relaxed);
+  p->iteration_ns = s.iteration_ns.load(std::memory_order_relaxed);
+  p->iteration_launches = s.iteration_launches.load(std::memory_order_relaxed);
+  p->iteration_source = iteration_source_name(s.iteration_source.load(std::memory_order_relaxed));
+}
+
 GpuSnapshot snapshot_region(const std::string& path) {
   GpuSnapshot gpu;
   gpu.path = path;
@@ -44,10 +113,19 @@ GpuSnapshot snapshot_region(const std::string& path) {
   std::vector<unsigned char> storage(sizeof(Region));
   Region* copy = reinterpret_cast<Region*>(storage.data());
   copy_consistent(*file.region, copy);
-  gpu.uuid = bounded_string(copy->header.gpu_uuid, kUuidChars);
-  gpu.capacity_bytes = copy->header.capacity_bytes;
-  gpu.repairs = copy->header.repairs;
-  gpu.reclaimed_slots = copy->header.reclaimed_slots;
+  // After the copy, so no stamp in it is later than "now".
+  const uint64_t now_mono_ns = mono_now_ns();
+  const uint64_t now_unix_ns = unix_now_ns();
+  const RegionHeader& h = copy->header;
+  gpu.uuid = bounded_string(h.gpu_uuid, kUuidChars);
+  gpu.capacity_bytes = h.capacity_bytes;
+  gpu.repairs = h.repairs;
+  gpu.reclaimed_slots = h.reclaimed_slots;
+  gpu.sampled_mono_ns = now_mono_ns;
+  gpu.policy = policy_text(h.policy);
+  gpu.handovers = h.handovers;
+  gpu.slice_start_mono_ns = h.slice_start_mono_ns;
+  gpu.slice_end_mono_ns = h.slice_end_mono_ns;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = copy->slots[i];
     if (s.state != kSlotLive) continue;
@@ -69,6 +147,10 @@ GpuSnapshot snapshot_region(const std::string& path) {
     p.denied_count = s.denied_count;
     p.launches = s.launches.load(std::memory_order_relaxed);
     p.syncs = s.syncs.load(std::memory_order_relaxed);
+    copy_scheduling(h, s, i, now_mono_ns, now_unix_ns, &p);
+    // Only a live process can hold the token: a dead holder's token waits
+    // for reclaim, and nobody may launch with it meanwhile.
+    if (p.holds_token) gpu.holder_slot = int32_t(i);
     gpu.reserved_bytes += s.reserved_bytes;
     gpu.processes.push_back(std::move(p));
   }
@@ -81,6 +163,42 @@ bool is_region_name(const char* name) {
 }
 
 }  // namespace
+
+const char* job_state_name(JobState state) {
+  switch (state) {
+    case kJobIdle: return "idle";
+    case kJobWaiting: return "waiting";
+    case kJobRunning: return "running";
+  }
+  return "idle";
+}
+
+double recent_token_share(const Slot& slot, bool holds_token, uint64_t attached_mono_ns,
+                          uint64_t now_mono_ns) {
+  const uint64_t now_second = now_mono_ns / kNsPerSecond;
+  const uint64_t oldest_second =
+      now_second >= uint64_t(kShareSeconds - 1) ? now_second - (kShareSeconds - 1) : 0;
+  const uint64_t window_start_ns = oldest_second * kNsPerSecond;
+
+  uint64_t held_ns = 0;
+  for (int i = 0; i < kShareSeconds; ++i) {
+    // Stamps are the low 32 bits of the second; the distance back from now
+    // survives that truncation.
+    uint64_t seconds_ago = uint32_t(uint32_t(now_second) - slot.share_second[i]);
+    if (seconds_ago >= uint64_t(kShareSeconds) || seconds_ago > now_second) continue;
+    // A stamp in another bucket than its second's is not what it claims.
+    if ((now_second - seconds_ago) % kShareSeconds != uint64_t(i)) continue;
+    held_ns += std::min<uint64_t>(slot.share_us[i], kUsPerSecond) * kNsPerUs;
+  }
+  if (holds_token && slot.accounted_mono_ns != 0)
+    held_ns += elapsed_since(std::max(slot.accounted_mono_ns, window_start_ns), now_mono_ns);
+
+  uint64_t window_ns = now_mono_ns - window_start_ns;
+  if (attached_mono_ns > window_start_ns && attached_mono_ns <= now_mono_ns)
+    window_ns = now_mono_ns - attached_mono_ns;
+  window_ns = std::max(window_ns, kNsPerSecond);
+  return std::min(1.0, double(held_ns) / double(window_ns));
+}
 
 std::vector<GpuSnapshot> snapshot_regions(const std::string& dir) {
   std::vector<GpuSnapshot> gpus;

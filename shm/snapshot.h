@@ -3,11 +3,18 @@
 // its lock: it copies under the region's seqlock and checks each owner's
 // liveness lock itself, so a dead process disappears from the view at once,
 // even before a participant reclaims its slot.
+//
+// Times that run on (the holder's token time, a waiter's current wait) are
+// brought up to the moment of the copy, `GpuSnapshot::sampled_mono_ns`, so a
+// job that has held the token for minutes without a handover (fifo) does not
+// look idle.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "shm/layout.h"
 
 namespace gshare::shm {
 
@@ -28,6 +35,23 @@ struct ProcessSnapshot {
   uint64_t denied_count = 0;
   uint64_t launches = 0;
   uint64_t syncs = 0;
+
+  // --- scheduling (scheduler/policy.h has the vocabulary) ---
+  JobState job_state = kJobIdle;   // a corrupt value reads as idle
+  bool holds_token = false;        // the GPU's holder is this slot, in this generation
+  uint32_t weight = 0;             // GSHARE_WEIGHT
+  int32_t priority = 0;            // GSHARE_PRIORITY
+  std::string handover_mode;       // "overlap", "strict" or "unknown"
+  uint64_t expected_ns = 0;        // GSHARE_EXPECTED_SECONDS; 0: not given
+  uint64_t expected_iters = 0;     // GSHARE_EXPECTED_ITERS; 0: not given
+  uint64_t served_ns = 0;          // token time received, up to the copy
+  uint64_t granted = 0;            // times given the token
+  uint64_t waiting_ns = 0;         // time spent waiting for the token, the current wait included
+  double share_10s = 0;            // 0..1: of the last 10 s, the share it held the token
+  uint64_t iterations = 0;         // iterations detected
+  uint64_t iteration_ns = 0;       // the latest iteration's length; 0: none detected
+  uint32_t iteration_launches = 0; // launches per iteration; 0: unknown
+  std::string iteration_source;    // how iterations were found: "syncs", "launches", "unknown"
 };
 
 struct GpuSnapshot {
@@ -38,10 +62,35 @@ struct GpuSnapshot {
   uint64_t reserved_bytes = 0;  // Σ over live processes (dead ones excluded)
   uint64_t repairs = 0;
   uint64_t reclaimed_slots = 0;
+  uint64_t sampled_mono_ns = 0;  // CLOCK_MONOTONIC right after the copy: "now" of the times below
+
+  // --- the launch token ---
+  std::string policy = "unknown";  // scheduler::policy_name, "unknown" before one is set
+  int32_t holder_slot = -1;        // slot of the live process holding the token; -1: nobody
+  uint64_t handovers = 0;          // times the token changed hands
+  uint64_t slice_start_mono_ns = 0;
+  uint64_t slice_end_mono_ns = 0;  // UINT64_MAX: the slice has no end (fifo)
   std::vector<ProcessSnapshot> processes;  // live processes only, by slot
 };
 
-// Every region file "gshare-*" in `dir`, sorted by UUID.
+// "idle", "waiting", "running".
+const char* job_state_name(JobState state);
+
+// Every region file "gshare-*" in `dir`, sorted by path.
 std::vector<GpuSnapshot> snapshot_regions(const std::string& dir);
+
+// The share of the GPU that `slot` received lately, 0..1: its token time in
+// the last kShareSeconds seconds (shm/layout.h) over the length of that
+// window. The buckets cover the monotonic seconds now-9 .. now, the last one
+// only up to `now_mono_ns`, so the window is 9 s plus the part of the current
+// second gone by: a job that held the token throughout reads 1, not 0.9.
+// Buckets stamped with any other second are stale and count 0. A job that
+// attached (at `attached_mono_ns`; 0: unknown) within the window is measured
+// over its own lifetime, but at least 1 s: a job 2 s old that held the
+// token for 1 s reads 0.5 rather than 0.1, and one a moment old does not
+// jump to 1 on its first slice. A holder's time since `accounted_mono_ns` is
+// in no bucket yet; `holds_token` adds it.
+double recent_token_share(const Slot& slot, bool holds_token, uint64_t attached_mono_ns,
+                          uint64_t now_mono_ns);
 
 }  // namespace gshare::shm

@@ -8,10 +8,10 @@
 // frames), top_json (--json), top_terminal (the live screen and giving the
 // terminal back on every exit path). This file only picks a mode.
 //
-// --json prints one object on one line (schema version 1; fields are only
+// --json prints one object on one line (schema version 2; fields are only
 // ever added within a version):
 //
-//   {"version": 1,
+//   {"version": 2,
 //    "dir": "/dev/shm",                 regions were read from here
 //    "timestamp_unix_ns": N,            when the second sample was taken
 //    "sample_seconds": 0.25,            time between the two samples of the rates
@@ -22,6 +22,12 @@
 //       "reserved_bytes": N,            Σ reserved of the live processes
 //       "repairs": N,                   times a holder died mid-update and state was repaired
 //       "reclaimed_slots": N,           dead processes' slots cleaned up
+//       "policy": "fair",               fifo|fair|srtf|priority; "unknown" until a process sets it
+//       "holder_slot": N|null,          the live process holding the launch token, if any
+//       "holder_pid": N|null,
+//       "handovers": N,                 times the token changed hands
+//       "slice_elapsed_ms": X|null,     how long the holder's slice has run; null: no holder
+//       "slice_remaining_ms": X|null,   until the policy looks again; null: no holder or no end
 //       "processes": [                  live processes only, by pid
 //         {"pid": N, "command": "...", "uid": N, "attach_unix_ns": N,
 //          "used_bytes": N,             allocated + context
@@ -34,7 +40,23 @@
 //          "launches": N,               cumulative kernel and graph launches
 //          "launches_per_second": X,    over sample_seconds
 //          "syncs": N,                  cumulative host synchronisations
-//          "state": "active"|"idle",    launched during the sample or not
+//          "state": "running"|"waiting"|"idle",  job_state, but running if it launched
+//                                       during the sample (top_sample.h, ProcessState)
+//          "job_state": "running"|"waiting"|"idle",  as the scheduler wrote it
+//          "holds_token": B,            holds the GPU's launch token now
+//          "gpu_share_10s": X,          0..1: share of the last 10 s it held the token
+//                                       (of its lifetime, at least 1 s, if younger)
+//          "served_ms": X,              total time it held the token
+//          "wait_ms": X,                total time it waited for the token, current wait included
+//          "granted": N,                times it was given the token
+//          "weight": N, "priority": N,  GSHARE_WEIGHT, GSHARE_PRIORITY
+//          "handover": "overlap"|"strict"|"unknown",  GSHARE_HANDOVER
+//          "expected_seconds": X|null,  GSHARE_EXPECTED_SECONDS; null: not given
+//          "expected_iterations": N|null,  GSHARE_EXPECTED_ITERS; null: not given
+//          "iterations": N,             iterations detected
+//          "iteration_ms": X|null,      the latest iteration's length; null: none detected
+//          "iteration_launches": N|null,  launches per iteration; null: unknown
+//          "iteration_source": "syncs"|"launches"|"unknown",  how iterations were found
 //          "slot": N, "generation": N}]},
 //      {"path": "...", "error": "..."}  a region that cannot be read: no other fields
 //    ]}

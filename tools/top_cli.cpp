@@ -142,10 +142,10 @@ std::string usage_text() {
   std::string text =
       "usage: gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [-h|--help] [--help-env]\n"
       "\n"
-      "Shows the GPU memory and launches of every process running under gshare\n"
-      "(LD_PRELOAD=libgshare.so), read from the per-GPU regions gshare-<GPU-UUID>.\n"
-      "Reads only; needs no preload. Live on a terminal (q quits), plain frames\n"
-      "one after another when stdout is not a terminal.\n"
+      "Shows the GPU memory, launches and scheduling of every process running under\n"
+      "gshare (LD_PRELOAD=libgshare.so), read from the per-GPU regions\n"
+      "gshare-<GPU-UUID>. Reads only; needs no preload. Live on a terminal (q\n"
+      "quits), plain frames one after another when stdout is not a terminal.\n"
       "\n"
       "options:\n"
       "  -d, --delay SECONDS  refresh interval, more than 0 and at most 3600 (default 1)\n"
@@ -160,6 +160,10 @@ std::string usage_text() {
       "Rates are taken over the refresh interval; --once, --json and the first\n"
       "live frame sample twice, 0.25 s apart (-d does not change that). --json\n"
       "wins over --once.\n"
+      "\n"
+      "Each GPU's line shows its scheduling policy (fifo, fair, srtf, priority;\n"
+      "unknown until a process sets one) and how often the launch token changed\n"
+      "hands. On a narrow terminal some columns give way, CONTEXT first.\n"
       "\n"
       "columns:\n";
   for (const Column& column : process_columns())

@@ -61,6 +61,37 @@ std::string format_rate(double per_second) {
   return text;
 }
 
+std::string format_duration(uint64_t ns) {
+  if (ns == 0) return "0";
+  if (ns < 1000) return "<1us";
+  char text[32];
+  // Each unit takes over where the one below would round to 1000 (or 60).
+  const double us = double(ns) / 1e3, ms = double(ns) / 1e6, s = double(ns) / 1e9;
+  if (us < 999.5) snprintf(text, sizeof text, "%.0fus", us);
+  else if (ms < 9.995) snprintf(text, sizeof text, "%.2fms", ms);
+  else if (ms < 99.95) snprintf(text, sizeof text, "%.1fms", ms);
+  else if (ms < 999.5) snprintf(text, sizeof text, "%.0fms", ms);
+  else if (s < 9.995) snprintf(text, sizeof text, "%.2fs", s);
+  else if (s < 59.95) snprintf(text, sizeof text, "%.1fs", s);
+  else {
+    uint64_t seconds = (ns + 500000000) / 1000000000;
+    if (seconds < 3600)
+      snprintf(text, sizeof text, "%llum%02llus", (unsigned long long)(seconds / 60),
+               (unsigned long long)(seconds % 60));
+    else
+      snprintf(text, sizeof text, "%lluh%02llum", (unsigned long long)(seconds / 3600),
+               (unsigned long long)(seconds / 60 % 60));
+  }
+  return text;
+}
+
+std::string format_percent(double fraction) {
+  char text[32];
+  double percent = fraction > 0 ? 100.0 * fraction : 0.0;
+  snprintf(text, sizeof text, "%.1f", percent);
+  return text;
+}
+
 std::string sanitize_for_terminal(std::string_view text) {
   std::string safe;
   safe.reserve(text.size());

@@ -20,6 +20,15 @@ std::string format_bytes(uint64_t bytes);
 // Launches per second: "0", "12.5", "48210", "1.3M".
 std::string format_rate(double per_second);
 
+// A length of time, three significant digits, 7 columns at most below 1000
+// hours: "0", "850us", "42.1ms", "1.25s", "42.1s", "1m05s", "3h07m". Below a
+// microsecond "<1us", so a nonzero time never reads as nothing.
+std::string format_duration(uint64_t ns);
+
+// A fraction 0..1 as a percentage with one decimal, without the sign (the
+// column header has it): "0.0", "42.5", "100.0".
+std::string format_percent(double fraction);
+
 // Replaces what a terminal would interpret (C0/C1 controls, DEL, malformed
 // UTF-8) by '?'. Region contents are written by other processes and must not
 // be able to move the cursor or change the title.

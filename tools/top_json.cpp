@@ -1,6 +1,7 @@
 #include "tools/top_json.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,37 @@ using Json = nlohmann::ordered_json;
 // Dividing by a power of ten (exact) rather than multiplying by its inverse
 // (inexact) makes 0.250165 print as 0.250165, not 0.25016499999999997.
 double rounded(double value, double per_unit) { return std::round(value * per_unit) / per_unit; }
+
+// Milliseconds to the microsecond: enough for iteration and slice lengths.
+double milliseconds(uint64_t ns) { return rounded(double(ns) / 1e6, 1000); }
+
+// null where the region says "not known" or "not given" with a 0, so that a
+// script cannot mistake it for a measured 0.
+Json milliseconds_or_null(uint64_t ns) { return ns == 0 ? Json(nullptr) : Json(milliseconds(ns)); }
+Json count_or_null(uint64_t count) { return count == 0 ? Json(nullptr) : Json(count); }
+
+const shm::ProcessSnapshot* find_slot(const GpuView& view, int32_t slot) {
+  for (const ProcessView& row : view.processes)
+    if (int32_t(row.process.slot) == slot) return &row.process;
+  return nullptr;
+}
+
+// How far the holder's slice has run, and how long until the policy looks
+// again: null without a holder, and the remainder null for a slice without
+// an end (fifo). A slice past its end (waiting for an iteration boundary)
+// has 0 left.
+void add_slice(const shm::GpuSnapshot& gpu, Json* out) {
+  Json elapsed = nullptr, remaining = nullptr;
+  if (gpu.holder_slot >= 0) {
+    uint64_t now = gpu.sampled_mono_ns;
+    if (gpu.slice_start_mono_ns != 0 && gpu.slice_start_mono_ns <= now)
+      elapsed = milliseconds(now - gpu.slice_start_mono_ns);
+    if (gpu.slice_end_mono_ns != UINT64_MAX && gpu.slice_end_mono_ns != 0)
+      remaining = milliseconds(gpu.slice_end_mono_ns > now ? gpu.slice_end_mono_ns - now : 0);
+  }
+  (*out)["slice_elapsed_ms"] = elapsed;
+  (*out)["slice_remaining_ms"] = remaining;
+}
 
 Json process_json(const ProcessView& row) {
   const shm::ProcessSnapshot& p = row.process;
@@ -34,6 +66,22 @@ Json process_json(const ProcessView& row) {
       {"launches_per_second", rounded(row.launches_per_second, 100)},
       {"syncs", p.syncs},
       {"state", state_name(row.state)},
+      {"job_state", shm::job_state_name(p.job_state)},
+      {"holds_token", p.holds_token},
+      {"gpu_share_10s", rounded(p.share_10s, 1e4)},
+      {"served_ms", milliseconds(p.served_ns)},
+      {"wait_ms", milliseconds(p.waiting_ns)},
+      {"granted", p.granted},
+      {"weight", p.weight},
+      {"priority", p.priority},
+      {"handover", p.handover_mode},
+      {"expected_seconds",
+       p.expected_ns == 0 ? Json(nullptr) : Json(rounded(double(p.expected_ns) / 1e9, 1e6))},
+      {"expected_iterations", count_or_null(p.expected_iters)},
+      {"iterations", p.iterations},
+      {"iteration_ms", milliseconds_or_null(p.iteration_ns)},
+      {"iteration_launches", count_or_null(p.iteration_launches)},
+      {"iteration_source", p.iteration_source},
       {"slot", p.slot},
       {"generation", p.generation},
   };
@@ -44,15 +92,22 @@ Json gpu_json(const GpuView& view) {
   if (!gpu.error.empty()) return Json{{"path", gpu.path}, {"error", gpu.error}};
   Json processes = Json::array();
   for (const ProcessView& row : view.processes) processes.push_back(process_json(row));
-  return Json{
+  const shm::ProcessSnapshot* holder = find_slot(view, gpu.holder_slot);
+  Json out{
       {"uuid", gpu.uuid},
       {"path", gpu.path},
       {"total_bytes", gpu.capacity_bytes},
       {"reserved_bytes", gpu.reserved_bytes},
       {"repairs", gpu.repairs},
       {"reclaimed_slots", gpu.reclaimed_slots},
-      {"processes", std::move(processes)},
+      {"policy", gpu.policy},
+      {"holder_slot", holder ? Json(holder->slot) : Json(nullptr)},
+      {"holder_pid", holder ? Json(holder->pid) : Json(nullptr)},
+      {"handovers", gpu.handovers},
   };
+  add_slice(gpu, &out);
+  out["processes"] = std::move(processes);
+  return out;
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 
 namespace gshare::top {
 
-inline constexpr int kJsonVersion = 1;
+// 2: "state" is the scheduler's running/waiting/idle (was active/idle).
+inline constexpr int kJsonVersion = 2;
 
 // One JSON object on one line, without a trailing newline.
 std::string render_json(const Frame& frame);

@@ -67,10 +67,11 @@ GpuView make_gpu_view(const shm::GpuSnapshot& gpu, const shm::GpuSnapshot* earli
     ProcessView row;
     row.process = p;
     row.gpu_capacity_bytes = gpu.capacity_bytes;
+    row.gpu_policy = gpu.policy;
     std::optional<uint64_t> launched =
         launches_in_window(p, earlier_gpu ? &earlier : nullptr, before.taken_unix_ns);
     if (launched && seconds > 0) row.launches_per_second = double(*launched) / seconds;
-    row.state = launched && *launched > 0 ? ProcessState::kActive : ProcessState::kIdle;
+    row.state = process_state(p.job_state, launched && *launched > 0);
     view.processes.push_back(std::move(row));
   }
   std::sort(view.processes.begin(), view.processes.end(),
@@ -91,10 +92,20 @@ const shm::GpuSnapshot* find_readable_gpu(const Sample& sample, const std::strin
 
 const char* state_name(ProcessState state) {
   switch (state) {
-    case ProcessState::kActive: return "active";
     case ProcessState::kIdle: return "idle";
+    case ProcessState::kWaiting: return "waiting";
+    case ProcessState::kRunning: return "running";
   }
   return "?";
+}
+
+ProcessState process_state(shm::JobState job_state, bool launched_in_window) {
+  switch (job_state) {
+    case shm::kJobRunning: return ProcessState::kRunning;
+    case shm::kJobWaiting: return ProcessState::kWaiting;
+    case shm::kJobIdle: break;
+  }
+  return launched_in_window ? ProcessState::kRunning : ProcessState::kIdle;
 }
 
 Sample take_sample(const std::string& dir) {

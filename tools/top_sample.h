@@ -26,16 +26,21 @@ struct Sample {
 // Reads every region in `dir`. Never writes to a region.
 Sample take_sample(const std::string& dir);
 
-// What a process did during the sample window. Later states (running,
-// waiting) come from the scheduler; add them here and to state_name.
-enum class ProcessState { kIdle, kActive };
-const char* state_name(ProcessState state);
+// What a process is doing with the GPU: the scheduler's job state, except
+// that a job it calls idle which launched during the sample window shows as
+// running. It ran: the scheduler marks a job idle only after GSHARE_IDLE_MS
+// without a launch, and a process that launches without the token (no
+// policy set yet) is never marked at all.
+enum class ProcessState { kIdle, kWaiting, kRunning };
+const char* state_name(ProcessState state);  // "idle", "waiting", "running"
+ProcessState process_state(shm::JobState job_state, bool launched_in_window);
 
 // One process as the views show it: its snapshot plus what only two samples
 // tell.
 struct ProcessView {
   shm::ProcessSnapshot process;
   uint64_t gpu_capacity_bytes = 0;  // of its GPU, to show a whole-GPU quota as "-"
+  std::string gpu_policy;           // of its GPU, to show what that policy looks at
   double launches_per_second = 0;
   ProcessState state = ProcessState::kIdle;
 };

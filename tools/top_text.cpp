@@ -18,8 +18,14 @@ std::string cell_text(const Column& column, const ProcessView& row) {
   return sanitize_for_terminal(column.format(row));
 }
 
-// Widest cell or header of a flexible column over the whole frame, so that
-// the tables of all GPUs line up.
+// The columns a frame shows and their widths, the same for every GPU's
+// table so that they line up.
+struct Layout {
+  std::vector<const Column*> columns;
+  std::vector<size_t> widths;
+};
+
+// Widest cell or header of a flexible column over the whole frame.
 size_t natural_width(const Column& column, const Frame& frame) {
   size_t widest = display_width(column.header);
   for (const GpuView& gpu : frame.gpus)
@@ -28,27 +34,63 @@ size_t natural_width(const Column& column, const Frame& frame) {
   return widest;
 }
 
-std::vector<size_t> column_widths(const Frame& frame, size_t width) {
-  std::span<const Column> columns = process_columns();
-  std::vector<size_t> widths;
+size_t flexible_floor(const Column& column) {
+  return std::max(kFlexibleMinWidth, display_width(column.header));
+}
+
+// The room a flexible column should keep before other columns give way:
+// enough to tell commands apart, or all it needs if that is less.
+size_t flexible_wanted(const Column& column, const Frame& frame) {
+  size_t wanted = std::min(natural_width(column, frame), kFlexibleWantedWidth);
+  return std::max(flexible_floor(column), wanted);
+}
+
+// A row of `columns`, with separators and the flexible ones as they want.
+size_t wanted_row(const std::vector<const Column*>& columns, const Frame& frame) {
+  size_t total = 0;
+  for (const Column* column : columns) {
+    if (total) total += 1;
+    total += column->width != 0 ? column->width : flexible_wanted(*column, frame);
+  }
+  return total;
+}
+
+// Leaves out the columns that give way first (Column::hide_order) until a
+// row fits `width`, or only columns that never give way are left.
+std::vector<const Column*> shown_columns(const Frame& frame, size_t width) {
+  std::vector<const Column*> shown;
+  for (const Column& column : process_columns()) shown.push_back(&column);
+  while (width != 0 && wanted_row(shown, frame) > width) {
+    auto first_to_go = std::max_element(
+        shown.begin(), shown.end(),
+        [](const Column* a, const Column* b) { return a->hide_order < b->hide_order; });
+    if ((*first_to_go)->hide_order == 0) break;
+    shown.erase(first_to_go);
+  }
+  return shown;
+}
+
+Layout layout_for(const Frame& frame, size_t width) {
+  Layout layout;
+  layout.columns = shown_columns(frame, width);
   size_t fixed = 0, flexible = 0;
-  for (const Column& column : columns) {
-    fixed += column.width + (widths.empty() ? 0 : 1);
-    flexible += column.width == 0;
-    widths.push_back(column.width);
+  for (const Column* column : layout.columns) {
+    fixed += column->width + (layout.widths.empty() ? 0 : 1);
+    flexible += column->width == 0;
+    layout.widths.push_back(column->width);
   }
   size_t room = width > fixed ? width - fixed : 0;
-  for (size_t i = 0; i < columns.size(); ++i) {
-    if (columns[i].width != 0) continue;
-    size_t natural = natural_width(columns[i], frame);
+  for (size_t i = 0; i < layout.columns.size(); ++i) {
+    const Column& column = *layout.columns[i];
+    if (column.width != 0) continue;
+    size_t natural = natural_width(column, frame);
     if (width == 0) {
-      widths[i] = natural;
+      layout.widths[i] = natural;
       continue;
     }
-    size_t floor = std::max(kFlexibleMinWidth, display_width(columns[i].header));
-    widths[i] = std::min(natural, std::max(floor, room / flexible));
+    layout.widths[i] = std::min(natural, std::max(flexible_floor(column), room / flexible));
   }
-  return widths;
+  return layout;
 }
 
 std::string aligned(const std::string& text, size_t width, Align align, bool flexible) {
@@ -61,23 +103,22 @@ std::string trim_right(std::string text) {
   return text;
 }
 
-std::string header_row(const std::vector<size_t>& widths) {
-  std::span<const Column> columns = process_columns();
+std::string header_row(const Layout& layout) {
   std::string line;
-  for (size_t i = 0; i < columns.size(); ++i) {
+  for (size_t i = 0; i < layout.columns.size(); ++i) {
+    const Column& column = *layout.columns[i];
     if (i) line += kColumnSeparator;
-    line += aligned(columns[i].header, widths[i], columns[i].align, columns[i].width == 0);
+    line += aligned(column.header, layout.widths[i], column.align, column.width == 0);
   }
   return trim_right(line);
 }
 
-std::string process_row(const ProcessView& row, const std::vector<size_t>& widths) {
-  std::span<const Column> columns = process_columns();
+std::string process_row(const ProcessView& row, const Layout& layout) {
   std::string line;
-  for (size_t i = 0; i < columns.size(); ++i) {
+  for (size_t i = 0; i < layout.columns.size(); ++i) {
+    const Column& column = *layout.columns[i];
     if (i) line += kColumnSeparator;
-    line += aligned(cell_text(columns[i], row), widths[i], columns[i].align,
-                    columns[i].width == 0);
+    line += aligned(cell_text(column, row), layout.widths[i], column.align, column.width == 0);
   }
   return trim_right(line);
 }
@@ -91,21 +132,29 @@ std::string abbreviated_uuid(const std::string& uuid) {
          sanitize_for_terminal(uuid.substr(uuid.size() - 4));
 }
 
-std::string gpu_header(const shm::GpuSnapshot& gpu, size_t process_count, const std::string& uuid) {
+std::string gpu_header(const shm::GpuSnapshot& gpu, size_t process_count, const std::string& uuid,
+                       bool with_handovers) {
   double percent = gpu.capacity_bytes ? 100.0 * double(gpu.reserved_bytes) / double(gpu.capacity_bytes) : 0.0;
   char share[32];
   snprintf(share, sizeof share, "%.1f%%", percent);
-  return "GPU " + uuid + "  capacity " + format_bytes(gpu.capacity_bytes) + "  reserved " +
-         format_bytes(gpu.reserved_bytes) + " (" + share + ")  processes " +
-         std::to_string(process_count);
+  std::string line = "GPU " + uuid + "  capacity " + format_bytes(gpu.capacity_bytes) +
+                     "  reserved " + format_bytes(gpu.reserved_bytes) + " (" + share +
+                     ")  processes " + std::to_string(process_count) + "  policy " +
+                     sanitize_for_terminal(gpu.policy);
+  if (with_handovers) line += "  handovers " + std::to_string(gpu.handovers);
+  return line;
 }
 
+// Narrower forms for a narrow terminal: the UUID shortened, then without the
+// handover count (the live view clips whatever is still too wide).
 std::string gpu_header_line(const GpuView& view, size_t width) {
   std::string uuid = sanitize_for_terminal(view.gpu.uuid);
-  std::string line = gpu_header(view.gpu, view.processes.size(), uuid);
-  if (width != 0 && display_width(line) > width)
-    line = gpu_header(view.gpu, view.processes.size(), abbreviated_uuid(uuid));
-  return line;
+  size_t count = view.processes.size();
+  std::string line = gpu_header(view.gpu, count, uuid, true);
+  if (width == 0 || display_width(line) <= width) return line;
+  line = gpu_header(view.gpu, count, abbreviated_uuid(uuid), true);
+  if (display_width(line) <= width) return line;
+  return gpu_header(view.gpu, count, abbreviated_uuid(uuid), false);
 }
 
 std::string no_processes_message(const Frame& frame) {
@@ -119,7 +168,7 @@ std::string no_processes_message(const Frame& frame) {
 std::vector<TextLine> render_text(const Frame& frame, size_t width) {
   using Kind = TextLine::Kind;
   std::vector<TextLine> lines;
-  std::vector<size_t> widths = column_widths(frame, width);
+  Layout layout = layout_for(frame, width);
   for (const GpuView& view : frame.gpus) {
     if (!view.gpu.error.empty()) {
       if (!lines.empty() && lines.back().kind == Kind::kProcess) lines.push_back({Kind::kBlank, ""});
@@ -130,9 +179,9 @@ std::vector<TextLine> render_text(const Frame& frame, size_t width) {
     if (view.processes.empty()) continue;
     if (!lines.empty()) lines.push_back({Kind::kBlank, ""});
     lines.push_back({Kind::kGpu, gpu_header_line(view, width)});
-    lines.push_back({Kind::kColumnHeader, header_row(widths)});
+    lines.push_back({Kind::kColumnHeader, header_row(layout)});
     for (const ProcessView& row : view.processes)
-      lines.push_back({Kind::kProcess, process_row(row, widths)});
+      lines.push_back({Kind::kProcess, process_row(row, layout)});
   }
   if (frame.process_count() == 0) lines.push_back({Kind::kMessage, no_processes_message(frame)});
   return lines;

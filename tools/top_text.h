@@ -22,7 +22,10 @@ struct TextLine {
 // table; a line per unreadable region; "no gshare processes (looked in DIR)"
 // when there are no live processes at all. GPUs without processes are left
 // out (their regions outlive the processes); --json lists them.
-// `width` 0 means no limit: flexible columns take their widest cell.
+// `width` 0 means no limit: every column, flexible ones at their widest
+// cell. Otherwise columns give way in their Column::hide_order while the
+// flexible column (COMMAND) would get less than kFlexibleWantedWidth, then
+// it shrinks, down to kFlexibleMinWidth.
 std::vector<TextLine> render_text(const Frame& frame, size_t width);
 
 // "gshare-top  /dev/shm  every 1 s  12:00:01", the first line of the live
