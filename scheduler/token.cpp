@@ -293,7 +293,7 @@ void wait_for_token(Arbiter& arbiter) {
       gather_locked(arbiter, t);
       int index = t.index(arbiter.own_slot());
       if (index >= 0) {
-        activate(t.jobs, t.count, index);
+        activate(region_policy(h), t.jobs, t.count, index);
         me.vtime_ns = t.jobs[index].vtime_ns;
       }
       me.job_state = shm::kJobWaiting;
@@ -326,8 +326,9 @@ void wait_for_token(Arbiter& arbiter) {
       decide = decide || idle;
     }
     if (decide) {
+      // The watch carries on: a slice renewed for an idle holder must not
+      // restart its idle time.
       arbiter.update([&] { decide_locked(arbiter, now, idle); });
-      watch = HolderWatch{};
       continue;
     }
     shm::futex_wait(&h.token_futex, seen, std::max(sleep, kMinSleepNs));

@@ -7,10 +7,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -213,6 +215,33 @@ std::vector<std::string> words(const std::string& line) {
   std::vector<std::string> out;
   for (std::string w; in >> w;) out.push_back(w);
   return out;
+}
+
+}  // namespace gshare::test
+
+namespace gshare::test {
+
+std::vector<KernelRun> read_kernel_trace(const std::string& path) {
+  std::vector<KernelRun> runs;
+  std::ifstream file(path);
+  KernelRun run;
+  while (file >> run.pid >> run.start_ns >> run.end_ns >> run.name) runs.push_back(run);
+  std::sort(runs.begin(), runs.end(),
+            [](const KernelRun& a, const KernelRun& b) { return a.start_ns < b.start_ns; });
+  return runs;
+}
+
+std::vector<KernelRun> kernels_of(const std::vector<KernelRun>& all, pid_t pid) {
+  std::vector<KernelRun> mine;
+  for (const KernelRun& run : all)
+    if (run.pid == pid) mine.push_back(run);
+  return mine;
+}
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
 }  // namespace gshare::test

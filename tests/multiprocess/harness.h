@@ -43,6 +43,9 @@ class TestGpu {
   Env environment(const Env& extra = {}, bool preload = true) const;
   // gshare-top --json for this GPU's regions.
   nlohmann::json top_json() const;
+  // Where the fake driver writes one line per kernel run, for a process
+  // given {"FAKE_CUDA_TRACE", gpu.kernel_trace()}.
+  std::string kernel_trace() const { return dir_ + "/kernels.trace"; }
 
  private:
   std::string dir_;
@@ -90,5 +93,18 @@ class Client {
 
 // Helpers for replies such as "meminfo <free> <total>".
 std::vector<std::string> words(const std::string& line);
+
+// One kernel the fake driver ran: CLOCK_MONOTONIC times.
+struct KernelRun {
+  pid_t pid = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  std::string name;
+};
+std::vector<KernelRun> read_kernel_trace(const std::string& path);
+// The kernels of one process, by start time.
+std::vector<KernelRun> kernels_of(const std::vector<KernelRun>& all, pid_t pid);
+// CLOCK_MONOTONIC now, the trace's clock.
+uint64_t monotonic_ns();
 
 }  // namespace gshare::test

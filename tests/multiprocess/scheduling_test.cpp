@@ -1,0 +1,265 @@
+// The launch token between real processes over the fake driver, whose
+// kernels take a set time and whose trace says when each one ran. The fake
+// GPU runs the kernels of different processes at the same time, so any
+// exclusion seen in the trace is gshare's.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "tests/multiprocess/harness.h"
+
+using namespace gshare::test;
+
+namespace {
+
+struct Window {
+  uint64_t from_ns, to_ns;
+  uint64_t length() const { return to_ns > from_ns ? to_ns - from_ns : 0; }
+};
+
+// From when every process has started a kernel to when the first stops.
+Window common_window(const std::vector<std::vector<KernelRun>>& per_process) {
+  Window w{0, UINT64_MAX};
+  for (const auto& runs : per_process) {
+    REQUIRE_FALSE(runs.empty());
+    w.from_ns = std::max(w.from_ns, runs.front().start_ns);
+    uint64_t last = 0;
+    for (const KernelRun& r : runs) last = std::max(last, r.end_ns);
+    w.to_ns = std::min(w.to_ns, last);
+  }
+  return w;
+}
+
+uint64_t kernel_time_in(const std::vector<KernelRun>& runs, Window w) {
+  uint64_t total = 0;
+  for (const KernelRun& r : runs) {
+    uint64_t from = std::max(r.start_ns, w.from_ns), to = std::min(r.end_ns, w.to_ns);
+    if (to > from) total += to - from;
+  }
+  return total;
+}
+
+uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b) {
+  uint64_t total = 0;
+  for (const KernelRun& x : a)
+    for (const KernelRun& y : b) {
+      uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
+      if (to > from) total += to - from;
+    }
+  return total;
+}
+
+uint64_t last_end(const std::vector<KernelRun>& runs) {
+  uint64_t last = 0;
+  for (const KernelRun& r : runs) last = std::max(last, r.end_ns);
+  return last;
+}
+
+// Kernels of `runs` that start inside [from, to).
+int starts_between(const std::vector<KernelRun>& runs, uint64_t from, uint64_t to) {
+  int n = 0;
+  for (const KernelRun& r : runs) n += r.start_ns >= from && r.start_ns < to;
+  return n;
+}
+
+constexpr uint64_t kMs = 1'000'000;
+
+struct FairRun {
+  double share_a, share_b, overlap_fraction;
+};
+
+// Two processes that launch continuously (2 ms iterations ending in a sync)
+// for three seconds, with weights 3:1 or 1:1.
+FairRun run_fair_pair(const char* weight_a, const char* handover) {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
+          {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_HANDOVER", handover}};
+  Env env_a = env;
+  env_a["GSHARE_WEIGHT"] = weight_a;
+  Client a(gpu, env_a), b(gpu, env);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  a.post("trainfor 3 4 500 sync 0");
+  b.post("trainfor 3 4 500 sync 0");
+  CHECK(words(a.reply(20)).at(1) == "ok");
+  CHECK(words(b.reply(20)).at(1) == "ok");
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  auto ka = kernels_of(all, a.pid()), kb = kernels_of(all, b.pid());
+  Window w = common_window({ka, kb});
+  REQUIRE(w.length() > 2000 * kMs);
+  double busy = double(kernel_time_in(ka, w) + kernel_time_in(kb, w));
+  return {double(kernel_time_in(ka, w)) / busy, double(kernel_time_in(kb, w)) / busy,
+          double(overlap_between(ka, kb)) / double(w.length())};
+}
+
+}  // namespace
+
+TEST_CASE("under fair, two continuous launchers never overlap and split kernel time 50/50") {
+  FairRun run = run_fair_pair("1", "strict");
+  CHECK(run.overlap_fraction == 0.0);  // strict: the holder drains before handing over
+  CHECK(run.share_a == Approx(0.5).margin(0.05));
+  CHECK(run.share_b == Approx(0.5).margin(0.05));
+}
+
+TEST_CASE("under fair with overlap handover, only a holder's tail overlaps the next job") {
+  FairRun run = run_fair_pair("1", "overlap");
+  CHECK(run.overlap_fraction < 0.02);
+  CHECK(run.share_a == Approx(0.5).margin(0.05));
+}
+
+TEST_CASE("under fair, weights 3:1 split kernel time 75/25") {
+  FairRun run = run_fair_pair("3", "strict");
+  CHECK(run.share_a == Approx(0.75).margin(0.05));
+  CHECK(run.share_b == Approx(0.25).margin(0.05));
+}
+
+TEST_CASE("under priority, a high-priority launch waits at most about one low-priority kernel") {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "priority"}};
+  Env low_env = env, high_env = env;
+  low_env["GSHARE_PRIORITY"] = "0";
+  high_env["GSHARE_PRIORITY"] = "10";
+  Client low(gpu, low_env), high(gpu, high_env);
+  REQUIRE(low.send("init") == "init ok");
+  REQUIRE(high.send("init") == "init ok");
+  // Low: 20 ms kernels, two per iteration. High: a 1 ms request every 100 ms.
+  low.post("trainfor 3 2 20000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto probe = words(high.send("probe 20 1000 100", 30));
+  REQUIRE(probe.size() == 4);
+  CHECK(probe[1] == "ok");
+  double worst_us = std::stod(probe[3]);
+  CHECK(worst_us < 20000 + 1000 + 10000);  // one low kernel, its own, slack
+  // The low job still runs, and finishes.
+  auto done = words(low.reply(30));
+  REQUIRE(done.size() == 4);
+  CHECK(done[1] == "ok");
+  CHECK(std::stol(done[2]) >= 30);  // of about 75 alone
+  // While the high job ran, the low one had at most two kernels queued:
+  // none of its kernels starts during a high kernel beyond those two.
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  auto lows = kernels_of(all, low.pid());
+  for (const KernelRun& h : kernels_of(all, high.pid()))
+    CHECK(starts_between(lows, h.start_ns, h.end_ns) <= 2);
+}
+
+TEST_CASE("fifo runs the first job until it is done, then the next arrival") {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}};
+  Client a(gpu, env), b(gpu, env), c(gpu, env);
+  for (Client* x : {&a, &b, &c}) REQUIRE(x->send("init") == "init ok");
+  a.post("train 100 2 1000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  b.post("train 50 2 1000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  c.post("train 50 2 1000 sync 0");
+  for (Client* x : {&a, &b, &c}) CHECK(words(x->reply(30)).at(1) == "ok");
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  auto ka = kernels_of(all, a.pid()), kb = kernels_of(all, b.pid()), kc = kernels_of(all, c.pid());
+  REQUIRE(ka.size() == 200);
+  REQUIRE(kb.size() == 100);
+  REQUIRE(kc.size() == 100);
+  CHECK(last_end(ka) <= kb.front().start_ns);
+  CHECK(last_end(kb) <= kc.front().start_ns);
+}
+
+TEST_CASE("srtf runs the job with the least remaining time first; a shorter arrival preempts at the slice end") {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "srtf"},
+          {"GSHARE_QUANTUM_MS", "30"}};
+  Env long_env = env, mid_env = env, short_env = env, unknown_env = env;
+  long_env["GSHARE_EXPECTED_SECONDS"] = "100";
+  mid_env["GSHARE_EXPECTED_SECONDS"] = "2";
+  short_env["GSHARE_EXPECTED_SECONDS"] = "0.5";
+  Client longer(gpu, long_env), unknown(gpu, unknown_env), mid(gpu, mid_env), shorter(gpu, short_env);
+  for (Client* x : {&longer, &unknown, &mid, &shorter}) REQUIRE(x->send("init") == "init ok");
+  longer.post("trainfor 3 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // While the long job runs: a job with no estimate and a 2 s one arrive,
+  // then, while the 2 s job runs, a 0.5 s one.
+  unknown.post("train 40 1 2000 sync 0");
+  mid.post("train 200 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  uint64_t short_posted_ns = monotonic_ns();
+  shorter.post("train 40 1 2000 sync 0");
+  for (Client* x : {&longer, &unknown, &mid, &shorter}) CHECK(words(x->reply(30)).at(1) == "ok");
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  auto kl = kernels_of(all, longer.pid()), ku = kernels_of(all, unknown.pid());
+  auto km = kernels_of(all, mid.pid()), ks = kernels_of(all, shorter.pid());
+  REQUIRE(ks.size() == 40);
+  REQUIRE(km.size() == 200);
+  // The 2 s job took over from the long one at its slice end and ran
+  // until the shorter one came, which took over at the next slice end.
+  CHECK(km.front().start_ns < short_posted_ns);
+  CHECK(ks.front().start_ns - short_posted_ns < 30 * kMs + 50 * kMs);
+  CHECK(last_end(ks) <= last_end(km));
+  CHECK(starts_between(km, ks.front().start_ns + 3 * kMs, last_end(ks)) == 0);
+  // The long job waited for both; the job with no estimate counts as
+  // longest: it ran last.
+  CHECK(starts_between(kl, km.front().start_ns + 3 * kMs, last_end(km)) == 0);
+  CHECK(last_end(kl) <= ku.front().start_ns);
+}
+
+TEST_CASE("kill -9 of the token holder passes the token on within a second") {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}};
+  Client holder(gpu, env), waiter(gpu, env);
+  REQUIRE(holder.send("init") == "init ok");
+  REQUIRE(waiter.send("init") == "init ok");
+  holder.post("trainfor 20 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  waiter.post("train 20 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  uint64_t killed_ns = monotonic_ns();
+  holder.kill9();
+  CHECK(words(waiter.reply(10)).at(1) == "ok");
+  auto mine = kernels_of(read_kernel_trace(gpu.kernel_trace()), waiter.pid());
+  REQUIRE(mine.size() == 20);
+  CHECK(mine.front().start_ns > killed_ns);  // it had waited until then
+  CHECK(mine.front().start_ns - killed_ns < 1000 * kMs);
+}
+
+TEST_CASE("kill -9 of a waiter changes nothing for the others") {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}};
+  Client first(gpu, env), victim(gpu, env), last(gpu, env);
+  for (Client* x : {&first, &victim, &last}) REQUIRE(x->send("init") == "init ok");
+  first.post("train 200 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  victim.post("train 50 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  last.post("train 50 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  victim.kill9();
+  CHECK(words(first.reply(20)).at(1) == "ok");
+  CHECK(words(last.reply(20)).at(1) == "ok");
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  auto kf = kernels_of(all, first.pid()), kl = kernels_of(all, last.pid());
+  REQUIRE(kf.size() == 200);
+  REQUIRE(kl.size() == 50);
+  CHECK(kernels_of(all, victim.pid()).empty());
+  CHECK(last_end(kf) <= kl.front().start_ns);
+  // The first job's finish hands over at once: nobody waits on the dead one.
+  CHECK(kl.front().start_ns - last_end(kf) < 300 * kMs);
+}
+
+TEST_CASE("an idle holder loses the token after GSHARE_IDLE_MS") {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"},
+          {"GSHARE_IDLE_MS", "150"}};
+  Client idler(gpu, env), waiter(gpu, env);
+  REQUIRE(idler.send("init") == "init ok");
+  REQUIRE(waiter.send("init") == "init ok");
+  REQUIRE(idler.send("launch 3 1000") == "launch ok 3");  // takes the token, then does nothing
+  REQUIRE(idler.send("sync") == "sync ok");
+  uint64_t asked_ns = monotonic_ns();
+  REQUIRE(waiter.send("train 5 1 1000 sync 0") .rfind("train ok", 0) == 0);
+  auto mine = kernels_of(read_kernel_trace(gpu.kernel_trace()), waiter.pid());
+  REQUIRE_FALSE(mine.empty());
+  uint64_t waited = mine.front().start_ns - asked_ns;
+  CHECK(waited >= 140 * kMs);  // the idler kept it for its idle time
+  CHECK(waited < 600 * kMs);
+  CHECK(idler.send("pid").rfind("pid", 0) == 0);  // and the idler is still alive
+}
