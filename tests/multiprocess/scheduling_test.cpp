@@ -263,3 +263,62 @@ TEST_CASE("an idle holder loses the token after GSHARE_IDLE_MS") {
   CHECK(waited < 600 * kMs);
   CHECK(idler.send("pid").rfind("pid", 0) == 0);  // and the idler is still alive
 }
+
+namespace {
+nlohmann::json only_process(const nlohmann::json& top) {
+  REQUIRE(top["gpus"].size() == 1);
+  REQUIRE(top["gpus"][0]["processes"].size() == 1);
+  return top["gpus"][0]["processes"][0];
+}
+}  // namespace
+
+TEST_CASE("iteration detection finds the iterations of a loop that synchronises") {
+  TestGpu gpu;
+  Client job(gpu);
+  REQUIRE(job.send("init") == "init ok");
+  // 60 iterations: 3 kernels of 300 us, a sync, 3 ms on the host.
+  auto done = words(job.send("train 60 3 300 sync 3000"));
+  REQUIRE(done.size() == 4);
+  double measured_ms = std::stod(done[3]) / 60;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the upkeep thread publishes
+  nlohmann::json p = only_process(gpu.top_json());
+  CHECK(p["iteration_source"] == "syncs");
+  CHECK(p["iteration_launches"] == 3);
+  CHECK(p["iterations"].get<int>() >= 50);  // found within the first few
+  CHECK(p["iterations"].get<int>() <= 60);
+  CHECK(p["iteration_ms"].get<double>() == Approx(measured_ms).epsilon(0.3));
+}
+
+TEST_CASE("iteration detection finds the iterations of a loop that never synchronises") {
+  TestGpu gpu;
+  Client job(gpu);
+  REQUIRE(job.send("init") == "init ok");
+  // 4 different kernels, no sync, 4 ms on the host: only the launch pattern shows.
+  auto done = words(job.send("train 600 4 100 nosync 4000"));
+  REQUIRE(done.size() == 4);
+  double measured_ms = std::stod(done[3]) / 600;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  nlohmann::json p = only_process(gpu.top_json());
+  CHECK(p["iteration_source"] == "launches");
+  CHECK(p["iteration_launches"] == 4);
+  CHECK(p["iterations"] == 600);
+  CHECK(p["iteration_ms"].get<double>() == Approx(measured_ms).epsilon(0.3));
+}
+
+TEST_CASE("a process that asks for another policy than the GPU's gets one warning naming both") {
+  TestGpu gpu;
+  Client first(gpu, {{"GSHARE_POLICY", "fifo"}});
+  REQUIRE(first.send("init") == "init ok");
+  REQUIRE(first.send("launch 1 10") == "launch ok 1");
+  Client second(gpu, {{"GSHARE_POLICY", "srtf"}});
+  REQUIRE(second.send("init") == "init ok");
+  REQUIRE(second.send("launch 1 10") == "launch ok 1");
+  std::string err = second.stderr_text();
+  CHECK(err.find("GSHARE_POLICY=srtf") != std::string::npos);
+  CHECK(err.find("fifo") != std::string::npos);
+  CHECK(gpu.top_json()["gpus"][0]["policy"] == "fifo");
+  Client third(gpu);  // the default, not asked for: no warning
+  REQUIRE(third.send("init") == "init ok");
+  REQUIRE(third.send("launch 1 10") == "launch ok 1");
+  CHECK(third.stderr_text().find("GSHARE_POLICY") == std::string::npos);
+}
