@@ -124,3 +124,49 @@ TEST_CASE("the README lists every variable in its table") {
     CHECK(readme.str().find(std::string("| `") + table[i].name + "` |") != std::string::npos);
   }
 }
+
+TEST_CASE("scheduling options parse from the environment") {
+  const char* env[] = {"GSHARE_POLICY=SRTF", "GSHARE_QUANTUM_MS=12.5", "GSHARE_WEIGHT=3",
+                       "GSHARE_PRIORITY=-7", "GSHARE_EXPECTED_SECONDS=90", "GSHARE_EXPECTED_ITERS=5000",
+                       "GSHARE_IDLE_MS=20", "GSHARE_HANDOVER=strict", "GSHARE_SLICE_MAX_MS=0", nullptr};
+  Options o;
+  char error[512];
+  REQUIRE(parse_options(env, &o, error, sizeof error));
+  CHECK(o.policy == gshare::PolicyOption::kSrtf);
+  CHECK(o.policy_given);
+  CHECK(o.quantum_ms == 12.5);
+  CHECK(o.weight == 3);
+  CHECK(o.priority == -7);
+  CHECK(o.expected_seconds == 90);
+  CHECK(o.expected_iters == 5000);
+  CHECK(o.idle_ms == 20);
+  CHECK(o.strict_handover);
+  CHECK(o.slice_max_ms == 0);
+}
+
+TEST_CASE("scheduling defaults: fair, not asked for, 50 ms quanta, weight 1, overlap") {
+  const char* env[] = {nullptr};
+  Options o;
+  char error[512];
+  REQUIRE(parse_options(env, &o, error, sizeof error));
+  CHECK(o.policy == gshare::PolicyOption::kFair);
+  CHECK_FALSE(o.policy_given);
+  CHECK(o.quantum_ms == 50);
+  CHECK(o.weight == 1);
+  CHECK(o.priority == 0);
+  CHECK(o.expected_seconds == 0);
+  CHECK(o.expected_iters == 0);
+  CHECK_FALSE(o.strict_handover);
+}
+
+TEST_CASE("bad scheduling values are refused, never clamped") {
+  for (const char* bad : {"GSHARE_POLICY=lottery", "GSHARE_POLICY=", "GSHARE_QUANTUM_MS=0",
+                          "GSHARE_QUANTUM_MS=-5", "GSHARE_QUANTUM_MS=10ms", "GSHARE_WEIGHT=0",
+                          "GSHARE_WEIGHT=1.5", "GSHARE_WEIGHT=1001", "GSHARE_PRIORITY=high",
+                          "GSHARE_PRIORITY=5000", "GSHARE_EXPECTED_SECONDS=0",
+                          "GSHARE_EXPECTED_ITERS=-1", "GSHARE_EXPECTED_ITERS=1e3",
+                          "GSHARE_IDLE_MS=never", "GSHARE_HANDOVER=fast", "GSHARE_SLICE_MAX_MS=-1"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_error({bad}).empty());
+  }
+}
