@@ -41,10 +41,12 @@ fi
 
 JOB=$ROOT/build/tools/gshare-demo-job
 PRELOAD=$ROOT/build/libgshare.so
-echo "== job A: quota 2GiB, wants $((JOB_A_MEM / 1024)) GiB;  job B: quota 25% of the GPU, wants $((JOB_B_MEM / 1024)) GiB"
-GSHARE_MEM_LIMIT=2GiB LD_PRELOAD=$PRELOAD "$JOB" A "$JOB_A_MEM" 4 &
+echo "== job A: quota 2GiB, wants $((JOB_A_MEM / 1024)) GiB, weight 3;  job B: quota 25% of the GPU, wants $((JOB_B_MEM / 1024)) GiB, weight 1"
+echo "   policy fair: they take turns on the GPU, A three times as long as B"
+export GSHARE_POLICY=fair
+GSHARE_MEM_LIMIT=2GiB GSHARE_WEIGHT=3 LD_PRELOAD=$PRELOAD "$JOB" A "$JOB_A_MEM" 4 &
 a=$!
-GSHARE_MEM_LIMIT=25% LD_PRELOAD=$PRELOAD "$JOB" B "$JOB_B_MEM" 4 &
+GSHARE_MEM_LIMIT=25% GSHARE_WEIGHT=1 LD_PRELOAD=$PRELOAD "$JOB" B "$JOB_B_MEM" 4 &
 b=$!
 sleep 2.5
 echo "== gshare-top --once"
