@@ -209,10 +209,13 @@ void decide_locked(Arbiter& arbiter, uint64_t now, bool holder_idle) {
 }
 
 // What a waiter knows about the holder's activity: its launch count, and
-// since when it has stood still.
+// since when it has stood still. A new grant restarts the clock, even to
+// the same job with the same count: a job granted the token again must get
+// its idle time from now, not from before it last lost the token.
 struct HolderWatch {
   int slot = -1;
   uint32_t generation = 0;
+  uint64_t granted = 0;
   uint64_t launches = 0;
   uint64_t still_since = 0;
 
@@ -221,9 +224,11 @@ struct HolderWatch {
   bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left) {
     uint64_t launched = s.launches.load(std::memory_order_relaxed);
     bool busy = s.gpu_waits.load(std::memory_order_relaxed) != 0;
-    if (holder != slot || s.generation != generation || launched != launches || busy) {
+    if (holder != slot || s.generation != generation || s.granted != granted ||
+        launched != launches || busy) {
       slot = holder;
       generation = s.generation;
+      granted = s.granted;
       launches = launched;
       still_since = now;
     }
@@ -233,6 +238,22 @@ struct HolderWatch {
     return !busy && still >= idle_ns;
   }
 };
+
+// The job wants the token: it becomes active (waiting) if it was idle.
+void mark_waiting_locked(Arbiter& arbiter, uint64_t now) {
+  Region& r = *arbiter.region();
+  Slot& me = r.slots[arbiter.own_slot()];
+  if (me.job_state != shm::kJobIdle) return;
+  JobTable t;
+  gather_locked(arbiter, t);
+  int index = t.index(arbiter.own_slot());
+  if (index >= 0) {
+    activate(region_policy(r.header), t.jobs, t.count, index);
+    me.vtime_ns = t.jobs[index].vtime_ns;
+  }
+  me.job_state = shm::kJobWaiting;
+  me.wait_since_mono_ns = now;
+}
 
 }  // namespace
 
@@ -286,32 +307,19 @@ void wait_for_token(Arbiter& arbiter) {
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
   Slot& me = r.slots[arbiter.own_slot()];
-  arbiter.update([&] {
-    uint64_t now = shm::mono_now_ns();
-    if (me.job_state == shm::kJobIdle) {
-      JobTable t;
-      gather_locked(arbiter, t);
-      int index = t.index(arbiter.own_slot());
-      if (index >= 0) {
-        activate(region_policy(h), t.jobs, t.count, index);
-        me.vtime_ns = t.jobs[index].vtime_ns;
-      }
-      me.job_state = shm::kJobWaiting;
-      me.wait_since_mono_ns = now;
-    }
-    decide_locked(arbiter, now, false);
-  });
   HolderWatch watch;
-  for (;;) {
+  for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
     if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) return;
     uint64_t now = shm::mono_now_ns();
     uint32_t holder_field = h.holder;  // racy read: only a hint, decided under the lock
     int holder = holder_field >= 1 && holder_field <= kMaxSlots ? int(holder_field) - 1 : -1;
     uint64_t sleep = kMaxSleepNs;
-    bool decide = holder < 0 || !arbiter.slot_is_live(holder);
+    // A waiter found idle (its grant came while it slept) asks again.
+    bool decide = first || me.job_state == shm::kJobIdle || holder < 0 ||
+                  !arbiter.slot_is_live(holder);
     bool idle = false;
-    if (!decide) {
+    if (holder >= 0 && holder != arbiter.own_slot()) {
       const Slot& s = r.slots[holder];
       uint64_t idle_left = 0;
       idle = watch.idle(holder, s, now, &idle_left);
@@ -326,11 +334,12 @@ void wait_for_token(Arbiter& arbiter) {
       decide = decide || idle;
     }
     if (decide) {
-      // The watch carries on: a slice renewed for an idle holder must not
-      // restart its idle time.
-      arbiter.update([&] { decide_locked(arbiter, now, idle); });
-      continue;
+      arbiter.update([&] {
+        mark_waiting_locked(arbiter, now);
+        decide_locked(arbiter, now, idle);
+      });
     }
+    // A decision that moved the token bumped the futex word: no sleep then.
     shm::futex_wait(&h.token_futex, seen, std::max(sleep, kMinSleepNs));
   }
 }
