@@ -1,0 +1,189 @@
+"""Benchmark `fair`: identical PyTorch training jobs (train_job.py) started
+together, natively (concurrently, no gshare) and under GSHARE_POLICY=fair,
+in the same run.
+
+Experiments per trial (native and gshare back to back, their order flipping
+every trial): 2 jobs, 4 jobs, and 2 jobs with GSHARE_WEIGHT 3 and 1 (its
+native reference is the native 2-job run of the same trial). Trial 1 also
+runs one job alone, natively, for the step time.
+
+Per experiment, over the window in which all jobs ran: each job's steps/s,
+its share of the steps, Jain's index of steps/s / weight, the aggregate.
+Verdict (median over trials): Jain >= 0.99 and gshare aggregate / native
+aggregate (paired within a trial) >= 1.0. For 3:1 the shares should be
+75/25, which a weight-normalised Jain's index >= 0.99 checks.
+
+Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
+(default 2), SCHED_TRAIN_ARGS, SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
+"""
+
+import sys
+
+import common
+import metrics
+import stats
+
+CONFIGS = {
+    "alone": {"weights": [1], "label": "1 job alone"},
+    "n2": {"weights": [1, 1], "label": "2 identical jobs"},
+    "n4": {"weights": [1, 1, 1, 1], "label": "4 identical jobs"},
+    "w31": {"weights": [3, 1], "label": "2 jobs, GSHARE_WEIGHT 3:1", "native": "n2"},
+}
+COMPARED = ("n2", "n4", "w31")
+JAIN_TARGET = 0.99
+AGGREGATE_TARGET = 1.0
+
+
+def run_config(ctx, config, mode, trial, window):
+    weights = CONFIGS[config]["weights"]
+    jobs = []
+    weighted = mode == "gshare" and len(set(weights)) > 1
+    for index, weight in enumerate(weights):
+        job_vars = {"GSHARE_WEIGHT": str(weight)} if weighted else None
+        jobs.append((f"job{index}", ctx.train_argv(window), job_vars))
+    record = ctx.run_barrier(f"{config}-{mode}-t{trial}", mode, jobs, window,
+                             gshare_vars={"GSHARE_POLICY": "fair"})
+    record.update(config=config, trial=trial)
+    record["metrics"] = metrics.train(record, weights if mode == "gshare" else None)
+    if record["ok"] and record["metrics"] is None:
+        record["ok"] = False
+        record["errors"].append("no usable step times in the job outputs")
+    return record
+
+
+def body(ctx, state):
+    window = common.env_float("SCHED_WINDOW_S", 15.0)
+    trials = common.env_int("SCHED_TRIALS", 2)
+    state["config"] = {"window_s": window, "trials": trials, "policy": "fair",
+                       "train_args": common.env_words("SCHED_TRAIN_ARGS")}
+    for trial in range(1, trials + 1):
+        modes = ["native", "gshare"] if trial % 2 else ["gshare", "native"]
+        groups = [[("alone", "native")]] if trial == 1 else []
+        groups += [[("n2", m) for m in modes], [("n4", m) for m in modes], [("w31", "gshare")]]
+        for group in groups:
+            if not ctx.fits(ctx.estimate(window, len(group))):
+                for config, mode in group:
+                    name = f"{config}-{mode}-t{trial}"
+                    ctx.log(f"{name}: skipped, {ctx.remaining():.0f} s left of the budget")
+                    state["records"].append(common.skipped(name, config=config, mode=mode,
+                                                           trial=trial))
+                ctx.checkpoint()
+                continue
+            for config, mode in group:
+                state["records"].append(run_config(ctx, config, mode, trial, window))
+                ctx.checkpoint()
+
+
+def summarize(records):
+    """The rows of the result table, from the experiments' records."""
+    found = {(r.get("config"), r.get("mode"), r.get("trial")): r for r in records}
+
+    def metric(config, mode, trial):
+        record = found.get((config, mode, trial))
+        return record.get("metrics") if record else None
+
+    rows = []
+    for config in COMPARED:
+        spec = CONFIGS[config]
+        reference = spec.get("native", config)
+        total = sum(spec["weights"])
+        per_trial = []
+        for trial in sorted({t for c, m, t in found if c == config and m == "gshare"}):
+            gshare = metric(config, "gshare", trial)
+            if gshare is None:
+                continue
+            native = metric(reference, "native", trial)
+            per_trial.append({
+                "trial": trial,
+                "gshare_aggregate": gshare["aggregate_steps_per_s"],
+                "native_aggregate": native["aggregate_steps_per_s"] if native else None,
+                "ratio": stats.ratio(gshare["aggregate_steps_per_s"],
+                                     native["aggregate_steps_per_s"] if native else None),
+                "shares": gshare["shares"], "jain": gshare["jain"],
+                "per_second_jain_min": gshare["per_second_jain_min"],
+                "native_shares": native["shares"] if native else None,
+                "native_jain": native["jain"] if native else None,
+                "step_ms_p99": gshare["step_ms"]["p99"],
+            })
+        jain = common.median_of([t["jain"] for t in per_trial])
+        ratio = common.median_of([t["ratio"] for t in per_trial])
+        shares = None
+        if per_trial:
+            shares = [common.median_of([t["shares"][j] for t in per_trial])
+                      for j in range(len(spec["weights"]))]
+        rows.append({
+            "config": config, "label": spec["label"], "weights": spec["weights"],
+            "expected_shares": [w / total for w in spec["weights"]],
+            "trials": per_trial,
+            "native_aggregate": common.median_of([t["native_aggregate"] for t in per_trial]),
+            "gshare_aggregate": common.median_of([t["gshare_aggregate"] for t in per_trial]),
+            "ratio": ratio, "shares": shares, "jain": jain,
+            "jain_min": min((t["jain"] for t in per_trial if t["jain"] is not None), default=None),
+            "targets": {"jain": f">= {JAIN_TARGET}", "aggregate_ratio": f">= {AGGREGATE_TARGET}"},
+            "met": {"jain": None if jain is None else jain >= JAIN_TARGET,
+                    "aggregate_ratio": None if ratio is None else ratio >= AGGREGATE_TARGET},
+        })
+    alone = [metric("alone", "native", t) for c, m, t in found if c == "alone"]
+    alone = [a for a in alone if a]
+    alone_row = None
+    if alone:
+        alone_row = {"steps_per_s": alone[0]["aggregate_steps_per_s"],
+                     "step_ms_p50": alone[0]["step_ms"]["p50"],
+                     "step_ms_p99": alone[0]["step_ms"]["p99"],
+                     "peak_allocated_mib": alone[0]["peak_allocated_mib_max"]}
+    return rows, alone_row
+
+
+def yes_no(flag):
+    return "no data" if flag is None else ("yes" if flag else "**no**")
+
+
+def render(ctx, state, complete):
+    records = state["records"]
+    rows, alone = summarize(records)
+    summary = ctx.header(complete, state["notes"])
+    summary.update(torch=common.torch_version(records), config=state.get("config"),
+                   alone=alone, rows=rows, experiments=[common.lean(r) for r in records])
+    lines = ctx.markdown_header("fair sharing of identical training jobs", summary)
+    config = state.get("config") or {}
+    lines += [f"Each job: `train_job.py {' '.join(config.get('train_args') or []) or '(defaults)'}` "
+              f"(MLP, loss.item() every step), all started together at T0 and measured for "
+              f"{config.get('window_s', '?')} s; native = the same jobs concurrently without "
+              f"gshare, in the same trial. Medians over trials.", ""]
+    if alone:
+        lines += [f"One job alone, native: {alone['steps_per_s']:.1f} steps/s, step "
+                  f"p50 {alone['step_ms_p50']:.2f} ms, p99 {alone['step_ms_p99']:.2f} ms, "
+                  f"peak {alone['peak_allocated_mib']:.0f} MiB allocated by PyTorch.", ""]
+    lines += ["| jobs | native aggregate steps/s | gshare aggregate steps/s | gshare / native "
+              "(≥ 1.0) | shares under gshare (expected) | Jain (≥ 0.99), min | met? |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        shares = "—" if row["shares"] is None else "/".join(
+            f"{100 * s:.1f}" if s is not None else "—" for s in row["shares"])
+        expected = "/".join(f"{100 * s:.0f}" for s in row["expected_shares"])
+        met = [row["met"]["jain"], row["met"]["aggregate_ratio"]]
+        verdict = "no data" if None in met else ("yes" if all(met) else "**no**")
+        lines.append(f"| {row['label']} | {common.fmt(row['native_aggregate'], '.1f')} | "
+                     f"{common.fmt(row['gshare_aggregate'], '.1f')} | {common.fmt(row['ratio'])} | "
+                     f"{shares} % ({expected}) | {common.fmt(row['jain'], '.4f')}, "
+                     f"{common.fmt(row['jain_min'], '.4f')} | {verdict} |")
+    lines += ["", "Per trial (gshare aggregate / native aggregate, Jain, lowest Jain of a single "
+              "second, step p99 under gshare):", ""]
+    for row in rows:
+        for t in row["trials"]:
+            lines.append(f"- {row['label']}, trial {t['trial']}: {common.fmt(t['gshare_aggregate'], '.1f')}"
+                         f" / {common.fmt(t['native_aggregate'], '.1f')} = {common.fmt(t['ratio'])}; "
+                         f"Jain {common.fmt(t['jain'], '.4f')}, per second ≥ "
+                         f"{common.fmt(t['per_second_jain_min'], '.3f')}; step p99 "
+                         f"{common.fmt(t['step_ms_p99'], '.1f')} ms; native shares "
+                         + ("—" if not t["native_shares"] else
+                            "/".join(f"{100 * s:.1f}" for s in t["native_shares"] if s is not None)))
+    lines.append("")
+    lines += common.failures_markdown(records)
+    lines.append(f"Raw job outputs and logs: {ctx.raw}/")
+    lines.append("")
+    return summary, "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_part("fair", body, render))

@@ -1,0 +1,77 @@
+"""From one experiment's job results (train_job.py, infer_job.py output) to
+its metrics. Pure code over the records, so test_parts.py checks it."""
+
+import stats
+
+
+def _train_results(record):
+    jobs = (record or {}).get("jobs") or {}
+    if not record or not record.get("ok") or not jobs:
+        return None, None
+    names = sorted(jobs, key=lambda n: (len(n), n))  # job0, job1, ..., job10
+    results = [jobs[n] for n in names]
+    if any(not isinstance(r, dict) or r.get("kind") != "train" or not r.get("step_ends")
+           for r in results):
+        return None, None
+    return names, results
+
+
+def train(record, weights=None):
+    """Throughput of each training job over the window in which all of them
+    ran: from T0 to the earliest last step end (each job steps until the
+    window is over, so every job was running throughout). Shares of the
+    steps, Jain's index of throughput / weight, per-second Jain's index,
+    and step latencies (time between consecutive step ends, the first from
+    T0) pooled over the jobs, in ms. None if the experiment failed."""
+    names, results = _train_results(record)
+    if names is None:
+        return None
+    weights = list(weights or [1] * len(names))
+    if len(weights) != len(names):
+        raise ValueError(f"{len(weights)} weights for {len(names)} jobs")
+    ends = [r["step_ends"] for r in results]
+    window = min(e[-1] for e in ends)
+    if window <= 0:
+        return None
+    steps = [stats.count_in_window(e, 0.0, window) for e in ends]
+    rates = [s / window for s in steps]
+    per_second = [stats.per_second_counts(e, 0.0, window) for e in ends]
+    seconds = min(len(p) for p in per_second)
+    per_second_jain = [stats.jain([per_second[j][k] / weights[j] for j in range(len(names))])
+                       for k in range(seconds)]
+    per_second_jain = [j for j in per_second_jain if j is not None]
+    latencies = [gap for e in ends for gap in stats.intervals_between(e, 0.0, window)]
+    return {
+        "jobs": names, "weights": weights, "window_s": window, "steps": steps,
+        "steps_per_s": rates, "aggregate_steps_per_s": sum(rates),
+        "shares": stats.shares(steps),
+        "jain": stats.jain([r / w for r, w in zip(rates, weights)]),
+        "per_second_steps": per_second,
+        "per_second_jain_min": min(per_second_jain) if per_second_jain else None,
+        "step_ms": stats.distribution(latencies, 1e3),
+        "late_start_s_max": max(r.get("late_start_s", 0.0) for r in results),
+        "peak_allocated_mib_max": max(r.get("peak_allocated_mib", 0.0) for r in results),
+    }
+
+
+def train_rate(result, window):
+    """Steps per second of one training job over [T0, T0 + window]."""
+    if not isinstance(result, dict) or result.get("kind") != "train" or window <= 0:
+        return None
+    return stats.count_in_window(result.get("step_ends") or [], 0.0, window) / window
+
+
+def infer(result):
+    """Latency of each request, issue to result on the host, in ms; also
+    from its due time (includes waiting behind a slow previous request),
+    and how many were issued over 1 ms late."""
+    if not isinstance(result, dict) or result.get("kind") != "infer" or not result.get("requests"):
+        return None
+    requests = result["requests"]
+    return {
+        "requests": len(requests), "planned": result.get("planned"),
+        "truncated": result.get("truncated", False),
+        "latency_ms": stats.distribution([done - issued for _, issued, done in requests], 1e3),
+        "from_due_ms": stats.distribution([done - due for due, _, done in requests], 1e3),
+        "late_requests": sum(1 for due, issued, _ in requests if issued - due > 1e-3),
+    }

@@ -1,0 +1,179 @@
+"""Benchmark `priority`: a latency-critical inference loop (infer_job.py,
+open loop at 50 requests/s by default) next to a best-effort training job
+(train_job.py).
+
+Experiments per trial (order reversed on even trials):
+  infer-alone        inference alone, native                (the reference)
+  train-alone        training alone, native                 (the reference)
+  co-native          both, concurrently, native
+  co-priority        both under gshare: GSHARE_POLICY=priority, one
+                     GSHARE_DIR; inference GSHARE_PRIORITY=10, training 0
+  infer-alone-gshare inference alone under gshare (priority policy): what
+                     gshare alone adds to a request
+
+Reported: inference latency p50/p99 (issue to result on the host) as ratios
+to infer-alone of the same trial, and training steps/s as ratios to
+train-alone. Targets under priority: p99 <= 1.10 x alone; training >= 50%
+of alone. Medians over trials.
+
+Environment (see common.py): SCHED_WINDOW_S (default 20), SCHED_TRIALS
+(default 2), SCHED_INFER_ARGS (e.g. "--rate 100 --batch 32"),
+SCHED_TRAIN_ARGS, SCHED_GSHARE_EXTRA (e.g. "GSHARE_IDLE_MS=20"),
+SCHED_PRIORITY_HIGH (default 10), SCHED_BUDGET_S.
+"""
+
+import sys
+
+import common
+import metrics
+import stats
+
+P99_TARGET = 1.10
+TRAIN_TARGET = 0.50
+EXPERIMENTS = ["infer-alone", "train-alone", "co-native", "co-priority", "infer-alone-gshare"]
+
+
+def jobs_of(ctx, experiment, window):
+    high = str(common.env_int("SCHED_PRIORITY_HIGH", 10))
+    gshare = experiment in ("co-priority", "infer-alone-gshare")
+    jobs = []
+    if experiment != "train-alone":
+        jobs.append(("infer", ctx.infer_argv(window), {"GSHARE_PRIORITY": high} if gshare else None))
+    if experiment in ("train-alone", "co-native", "co-priority"):
+        jobs.append(("train", ctx.train_argv(window), {"GSHARE_PRIORITY": "0"} if gshare else None))
+    return ("gshare" if gshare else "native"), jobs
+
+
+def run_one(ctx, experiment, trial, window):
+    mode, jobs = jobs_of(ctx, experiment, window)
+    record = ctx.run_barrier(f"{experiment}-t{trial}", mode, jobs, window,
+                             gshare_vars={"GSHARE_POLICY": "priority"})
+    record.update(experiment=experiment, trial=trial)
+    results = record["jobs"]
+    if not record["ok"]:
+        record["metrics"] = None
+        return record
+    record["metrics"] = {
+        "infer": metrics.infer(results.get("infer")) if "infer" in results else None,
+        "train_steps_per_s": metrics.train_rate(results.get("train"), window)
+        if "train" in results else None,
+    }
+    missing = [job for job in results
+               if (job == "infer" and record["metrics"]["infer"] is None)
+               or (job == "train" and record["metrics"]["train_steps_per_s"] is None)]
+    if record["ok"] and missing:
+        record["ok"] = False
+        record["errors"].append(f"no usable output from {', '.join(missing)}")
+    return record
+
+
+def body(ctx, state):
+    window = common.env_float("SCHED_WINDOW_S", 20.0)
+    trials = common.env_int("SCHED_TRIALS", 2)
+    state["config"] = {"window_s": window, "trials": trials,
+                       "infer_args": common.env_words("SCHED_INFER_ARGS"),
+                       "train_args": common.env_words("SCHED_TRAIN_ARGS"),
+                       "priority_high": common.env_int("SCHED_PRIORITY_HIGH", 10)}
+    for trial in range(1, trials + 1):
+        order = EXPERIMENTS if trial % 2 else list(reversed(EXPERIMENTS))
+        for experiment in order:
+            name = f"{experiment}-t{trial}"
+            if not ctx.fits(ctx.estimate(window)):
+                ctx.log(f"{name}: skipped, {ctx.remaining():.0f} s left of the budget")
+                state["records"].append(common.skipped(name, experiment=experiment, trial=trial))
+                ctx.checkpoint()
+                continue
+            state["records"].append(run_one(ctx, experiment, trial, window))
+            ctx.checkpoint()
+
+
+def summarize(records):
+    found = {(r.get("experiment"), r.get("trial")): r.get("metrics")
+             for r in records if r.get("metrics")}
+    trials = sorted({t for _, t in found})
+    rows = []
+    for experiment in EXPERIMENTS:
+        row = {"experiment": experiment, "trials": []}
+        for trial in trials:
+            m = found.get((experiment, trial))
+            if not m:
+                continue
+            alone_infer = (found.get(("infer-alone", trial)) or {}).get("infer")
+            alone_train = (found.get(("train-alone", trial)) or {}).get("train_steps_per_s")
+            entry = {"trial": trial}
+            if m.get("infer"):
+                lat = m["infer"]["latency_ms"]
+                entry.update(p50_ms=lat["p50"], p99_ms=lat["p99"], max_ms=lat["max"],
+                             from_due_p99_ms=m["infer"]["from_due_ms"]["p99"],
+                             late_requests=m["infer"]["late_requests"],
+                             requests=m["infer"]["requests"])
+                if alone_infer:
+                    entry["p50_ratio"] = stats.ratio(lat["p50"], alone_infer["latency_ms"]["p50"])
+                    entry["p99_ratio"] = stats.ratio(lat["p99"], alone_infer["latency_ms"]["p99"])
+            if m.get("train_steps_per_s") is not None:
+                entry["train_steps_per_s"] = m["train_steps_per_s"]
+                entry["train_ratio"] = stats.ratio(m["train_steps_per_s"], alone_train)
+            row["trials"].append(entry)
+        for key in ("p50_ms", "p99_ms", "from_due_p99_ms", "p50_ratio", "p99_ratio",
+                    "train_steps_per_s", "train_ratio"):
+            row[key] = common.median_of([t.get(key) for t in row["trials"]])
+        rows.append(row)
+    by_name = {row["experiment"]: row for row in rows}
+    co = by_name["co-priority"]
+    met = {
+        "p99_ratio": None if co["p99_ratio"] is None else co["p99_ratio"] <= P99_TARGET,
+        "train_ratio": None if co["train_ratio"] is None else co["train_ratio"] >= TRAIN_TARGET,
+    }
+    return rows, met
+
+
+LABELS = {
+    "infer-alone": "inference alone, native",
+    "train-alone": "training alone, native",
+    "co-native": "both, native (co-located)",
+    "co-priority": "both, gshare priority (inference 10, training 0)",
+    "infer-alone-gshare": "inference alone, under gshare",
+}
+
+
+def render(ctx, state, complete):
+    records = state["records"]
+    config = state.get("config") or {}
+    rows, met = summarize(records)
+    summary = ctx.header(complete, state["notes"])
+    summary.update(torch=common.torch_version(records), config=config, rows=rows, met=met,
+                   targets={"p99_ratio": f"<= {P99_TARGET}", "train_ratio": f">= {TRAIN_TARGET}"},
+                   experiments=[common.lean(r) for r in records])
+    lines = ctx.markdown_header("priority: latency-critical inference next to training", summary)
+    infer_args = " ".join(config.get("infer_args") or []) or "(defaults)"
+    train_args = " ".join(config.get("train_args") or []) or "(defaults)"
+    lines += [f"Inference: `infer_job.py {infer_args}` (open loop, forward + .item() per request; "
+              f"latency = issue to result on the host); training: `train_job.py {train_args}`; "
+              f"{config.get('window_s', '?')} s windows started together. Ratios are to the "
+              f"native alone runs of the same trial; medians over trials.", "",
+              "| setting | inference p50 ms | p99 ms | p50 / alone | p99 / alone | "
+              "p99 from due ms | training steps/s | training / alone |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        lines.append(f"| {LABELS[row['experiment']]} | {common.fmt(row['p50_ms'], '.3f')} | "
+                     f"{common.fmt(row['p99_ms'], '.3f')} | {common.fmt(row['p50_ratio'], '.2f')} | "
+                     f"{common.fmt(row['p99_ratio'], '.2f')} | "
+                     f"{common.fmt(row['from_due_p99_ms'], '.3f')} | "
+                     f"{common.fmt(row['train_steps_per_s'], '.1f')} | "
+                     f"{common.fmt(row['train_ratio'], '.2f')} |")
+
+    def verdict(flag):
+        return "no data" if flag is None else ("yes" if flag else "**no**")
+
+    lines += ["", f"- under priority, inference p99 / alone ≤ {P99_TARGET}: {verdict(met['p99_ratio'])}",
+              f"- under priority, training ≥ {TRAIN_TARGET:.0%} of alone: {verdict(met['train_ratio'])}",
+              "- \"p99 from due\" counts from when a request was due (50/s), so it includes "
+              "waiting behind a slow earlier request.", ""]
+    lines += common.failures_markdown(records)
+    lines.append(f"Raw job outputs and logs: {ctx.raw}/")
+    lines.append("")
+    return summary, "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_part("priority", body, render))

@@ -1,0 +1,265 @@
+"""Self-tests of the parts' pure code (metrics, summaries, trace handling),
+on made-up job outputs; no GPU, no PyTorch. Run by test_stats.py, or:
+    python3 -m unittest bench/sched/test_parts.py   (from bench/sched)"""
+
+import os
+import pathlib
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import fair  # noqa: E402
+import handover  # noqa: E402
+import metrics  # noqa: E402
+import mix  # noqa: E402
+import priority  # noqa: E402
+import quantum  # noqa: E402
+
+
+def train_result(step_s, window, offset=0.0, late=0.0):
+    """A train_job.py output stepping every `step_s` from `offset` until
+    the window is over (its last step ends past it)."""
+    ends, t = [], offset
+    while True:
+        t += step_s
+        ends.append(round(t, 6))
+        if t >= window:
+            break
+    return {"kind": "train", "step_ends": ends, "late_start_s": late, "peak_allocated_mib": 10.0}
+
+
+def record(jobs, ok=True, **fields):
+    return {"name": "x", "ok": ok, "errors": [], "jobs": jobs, **fields}
+
+
+class TrainMetrics(unittest.TestCase):
+    def test_equal_jobs(self):
+        m = metrics.train(record({"job0": train_result(0.02, 10), "job1": train_result(0.02, 10)}))
+        self.assertAlmostEqual(m["jain"], 1.0)
+        self.assertAlmostEqual(m["shares"][0], 0.5)
+        self.assertAlmostEqual(m["aggregate_steps_per_s"], 100, delta=1)
+        self.assertEqual(len(m["per_second_steps"][0]), 10)
+        self.assertAlmostEqual(m["step_ms"]["p50"], 20, places=3)
+
+    def test_common_window_is_the_earliest_end(self):
+        # job1 steps slowly and its last step ends late: only the window
+        # up to job0's end (10.0) counts for both.
+        m = metrics.train(record({"job0": train_result(0.5, 10), "job1": train_result(3.0, 10)}))
+        self.assertAlmostEqual(m["window_s"], 10.0)
+        self.assertEqual(m["steps"], [20, 3])
+
+    def test_weights(self):
+        jobs = {"job0": train_result(0.01, 10), "job1": train_result(0.03, 10)}
+        m = metrics.train(record(jobs), weights=[3, 1])
+        self.assertAlmostEqual(m["shares"][0], 0.75, places=2)
+        self.assertGreater(m["jain"], 0.999)
+        self.assertLess(metrics.train(record(jobs))["jain"], 0.9)
+        with self.assertRaises(ValueError):
+            metrics.train(record(jobs), weights=[1])
+
+    def test_job_order_is_numeric(self):
+        jobs = {f"job{i}": train_result(0.01 * (i + 1), 5) for i in range(11)}
+        m = metrics.train(record(jobs))
+        self.assertEqual(m["jobs"][:3], ["job0", "job1", "job2"])
+        self.assertEqual(m["jobs"][-1], "job10")
+
+    def test_failures(self):
+        self.assertIsNone(metrics.train(record({"job0": train_result(0.01, 5)}, ok=False)))
+        self.assertIsNone(metrics.train(record({"job0": None})))
+        self.assertIsNone(metrics.train(record({})))
+        self.assertIsNone(metrics.train(None))
+
+    def test_train_rate_and_infer(self):
+        self.assertAlmostEqual(metrics.train_rate(train_result(0.1, 10), 10), 10, delta=0.11)
+        self.assertIsNone(metrics.train_rate(None, 10))
+        requests = [(i / 50, i / 50 + 0.0001, i / 50 + 0.0021) for i in range(100)]
+        requests[10] = (0.2, 0.2001, 0.2301)  # one slow request (30 ms)
+        requests[11] = (0.22, 0.2302, 0.2322)  # issued late behind it
+        m = metrics.infer({"kind": "infer", "requests": requests, "planned": 100})
+        self.assertAlmostEqual(m["latency_ms"]["p50"], 2.0, places=3)
+        self.assertAlmostEqual(m["latency_ms"]["max"], 30.0, places=3)
+        self.assertEqual(m["late_requests"], 1)
+        self.assertAlmostEqual(m["from_due_ms"]["max"], 30.1, places=3)
+        self.assertIsNone(metrics.infer({"kind": "infer", "requests": []}))
+
+
+def fair_records():
+    records = []
+    for trial in (1, 2):
+        for config, mode, step in (("n2", "native", 0.020), ("n2", "gshare", 0.019),
+                                   ("n4", "native", 0.040), ("n4", "gshare", 0.041)):
+            n = 2 if config == "n2" else 4
+            r = record({f"job{i}": train_result(step, 10) for i in range(n)},
+                       config=config, mode=mode, trial=trial)
+            r["metrics"] = metrics.train(r)
+            records.append(r)
+        r = record({"job0": train_result(0.0127, 10), "job1": train_result(0.038, 10)},
+                   config="w31", mode="gshare", trial=trial)
+        r["metrics"] = metrics.train(r, [3, 1])
+        records.append(r)
+    r = record({"job0": train_result(0.01, 10)}, config="alone", mode="native", trial=1)
+    r["metrics"] = metrics.train(r)
+    records.append(r)
+    records.append({"name": "n4-gshare-t3", "ok": None, "skipped": "budget", "errors": [],
+                    "config": "n4", "mode": "gshare", "trial": 3})
+    return records
+
+
+class FairSummary(unittest.TestCase):
+    def test_rows(self):
+        rows, alone = fair.summarize(fair_records())
+        by = {row["config"]: row for row in rows}
+        self.assertAlmostEqual(by["n2"]["ratio"], 20 / 19, places=2)
+        self.assertTrue(by["n2"]["met"]["aggregate_ratio"])
+        self.assertTrue(by["n2"]["met"]["jain"])
+        self.assertFalse(by["n4"]["met"]["aggregate_ratio"])
+        self.assertEqual(len(by["n4"]["trials"]), 2)  # the skipped trial 3 has no metrics
+        self.assertAlmostEqual(by["w31"]["shares"][0], 0.75, places=2)
+        self.assertTrue(by["w31"]["met"]["jain"])
+        self.assertAlmostEqual(by["w31"]["native_aggregate"], by["n2"]["native_aggregate"])
+        self.assertAlmostEqual(alone["steps_per_s"], 100, delta=1)
+
+    def test_empty(self):
+        rows, alone = fair.summarize([])
+        self.assertIsNone(alone)
+        self.assertTrue(all(row["met"]["jain"] is None for row in rows))
+
+
+class QuantumSummary(unittest.TestCase):
+    def test_rows_and_choice(self):
+        records = []
+        for trial in (1, 2):
+            r = record({"job0": train_result(0.02, 10), "job1": train_result(0.02, 10)},
+                       quantum_ms=None, trial=trial)
+            r["metrics"] = metrics.train(r)
+            records.append(r)
+            for q, step in ((5, 0.0205), (50, 0.0199), (200, 0.0198)):
+                r = record({"job0": train_result(step, 10), "job1": train_result(step, 10)},
+                           quantum_ms=q, trial=trial)
+                r["metrics"] = metrics.train(r)
+                records.append(r)
+        native, rows, choice = quantum.summarize(records, [5, 50, 200])
+        self.assertEqual(len(native["trials"]), 2)
+        self.assertEqual(choice["best_aggregate_quantum_ms"], 200)
+        self.assertEqual(choice["smallest_within_1pct_quantum_ms"], 50)
+        self.assertEqual(choice["smallest_within_1pct_and_jain_099_quantum_ms"], 50)
+        self.assertGreater(rows[2]["ratio"], 1.0)
+
+
+class PrioritySummary(unittest.TestCase):
+    def test_ratios(self):
+        def infer_metrics(p50, p99):
+            return {"latency_ms": {"p50": p50, "p99": p99, "max": p99},
+                    "from_due_ms": {"p99": p99}, "late_requests": 0, "requests": 1000}
+        records = [
+            {"experiment": "infer-alone", "trial": 1, "ok": True,
+             "metrics": {"infer": infer_metrics(2.0, 3.0), "train_steps_per_s": None}},
+            {"experiment": "train-alone", "trial": 1, "ok": True,
+             "metrics": {"infer": None, "train_steps_per_s": 100.0}},
+            {"experiment": "co-native", "trial": 1, "ok": True,
+             "metrics": {"infer": infer_metrics(4.0, 9.0), "train_steps_per_s": 90.0}},
+            {"experiment": "co-priority", "trial": 1, "ok": True,
+             "metrics": {"infer": infer_metrics(2.1, 3.2), "train_steps_per_s": 60.0}},
+            {"experiment": "infer-alone-gshare", "trial": 1, "ok": False, "metrics": None},
+        ]
+        rows, met = priority.summarize(records)
+        by = {row["experiment"]: row for row in rows}
+        self.assertAlmostEqual(by["co-native"]["p99_ratio"], 3.0)
+        self.assertAlmostEqual(by["co-priority"]["p99_ratio"], 3.2 / 3.0)
+        self.assertAlmostEqual(by["co-priority"]["train_ratio"], 0.6)
+        self.assertTrue(met["p99_ratio"])
+        self.assertTrue(met["train_ratio"])
+        self.assertIsNone(by["infer-alone-gshare"]["p99_ms"])
+        self.assertEqual(priority.summarize([])[1], {"p99_ratio": None, "train_ratio": None})
+
+
+class Handover(unittest.TestCase):
+    def test_load_and_analyze(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = pathlib.Path(directory) / "probe0.out"
+            path.write_text('# handover_probe name=probe0 pid=1 gpu="NVIDIA H100 80GB HBM3" '
+                            "launched=3\n# start_ns end_ns (%globaltimer)\n"
+                            "1000 2000\n2000 3000\n9000 10000\n")
+            loaded = handover.load_intervals(path)
+        self.assertEqual(loaded["header"]["gpu"], "NVIDIA H100 80GB HBM3")
+        self.assertEqual(loaded["intervals"], [(1000, 2000), (2000, 3000), (9000, 10000)])
+        other = [(3050, 4000), (4000, 8000), (10100, 11000)]
+        m = handover.analyze([loaded["intervals"], other])
+        # span: [3050, 10000]; owners 1 (3050-8000), 0 (9000-10000)
+        self.assertEqual(m["handovers"], 1)
+        self.assertAlmostEqual(m["gap_us"]["p50"], 1.0)  # 9000 - 8000 ns
+        self.assertEqual(m["kernels"], [1, 2])
+        self.assertIsNone(handover.analyze([[(0, 1)], []]))
+
+
+class Mix(unittest.TestCase):
+    trace = {"quantum_ms": 50, "jobs": [
+        {"name": "long", "arrival_s": 0.0, "iteration_ms": 50, "iterations": 900},
+        {"name": "short", "arrival_s": 2.0, "iteration_ms": 40, "iterations": 150,
+         "estimate": "seconds"},
+        {"name": "none", "arrival_s": 3.0, "iteration_ms": 20, "iterations": 10,
+         "estimate": "none"}]}
+
+    def test_numbers_and_estimates(self):
+        self.assertEqual(mix.number_text(50.0), "50")
+        self.assertEqual(mix.number_text(0.05), "0.05")
+        self.assertEqual(mix.number_text(1234567.5), "1234567.5")
+        self.assertEqual(mix.number_text(1e-7), "0")
+        jobs = self.trace["jobs"]
+        self.assertEqual(mix.job_vars("srtf", jobs[0]), {"GSHARE_EXPECTED_ITERS": "900"})
+        self.assertEqual(mix.job_vars("srtf", jobs[1]), {"GSHARE_EXPECTED_SECONDS": "6"})
+        self.assertIsNone(mix.job_vars("srtf", jobs[2]))
+        self.assertIsNone(mix.job_vars("fifo", jobs[0]))
+        self.assertAlmostEqual(mix.makespan(self.trace), 45 + 6 + 0.2)
+
+    def test_scaling(self):
+        half = mix.scaled(self.trace, 0.5)
+        self.assertEqual(half["jobs"][0]["iterations"], 450)
+        self.assertEqual(half["jobs"][1]["arrival_s"], 1.0)
+        self.assertEqual(half["jobs"][2]["iterations"], 5)
+        self.assertEqual(self.trace["jobs"][0]["iterations"], 900)  # not modified
+        self.assertNotEqual(mix.trace_hash(half), mix.trace_hash(self.trace))
+        self.assertEqual(mix.trace_hash(mix.scaled(self.trace, 1.0)), mix.trace_hash(self.trace))
+        self.assertEqual(mix.choose_scale(self.trace, mix.MODES, 15, 0, 1000), 1.0)
+        factor = mix.choose_scale(self.trace, mix.MODES, 15, 0, 150)
+        self.assertTrue(0.1 <= factor < 1.0)
+        self.assertLessEqual(3 * 30 + 3 * mix.SLOWDOWN * mix.makespan(self.trace) * factor, 150)
+        self.assertIsNone(mix.choose_scale(self.trace, mix.MODES, 15, 0, 95))
+
+    def test_load_trace(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = pathlib.Path(directory) / "t.json"
+            path.write_text('{"jobs": [{"arrival_s": 0, "iteration_ms": 10, "iterations": 5}]}')
+            self.assertEqual(mix.load_trace(path)["jobs"][0]["name"], "job0")
+            path.write_text('{"jobs": [{"arrival_s": 0, "iteration_ms": 10}]}')
+            with self.assertRaises(SystemExit):
+                mix.load_trace(path)
+            path.write_text('{"jobs": []}')
+            with self.assertRaises(SystemExit):
+                mix.load_trace(path)
+
+    def test_sim_output_shapes(self):
+        current = {"policies": {"fifo": {"summary": {"average_jct_s": 55.7}},
+                                "srtf": {"summary": {"average_jct_s": 24.2}}},
+                   "ratios": {"srtf_to_fifo": 0.435}}
+        self.assertEqual(mix.find_average_jct(current, "srtf"), 24.2)
+        other = {"results": [{"policy": "x"}, {"fifo": {"mean_jct_s": 10.0}},
+                             {"srtf": {"avg_jct": 5.0}}]}
+        self.assertEqual(mix.find_average_jct(other, "fifo"), 10.0)
+        self.assertEqual(mix.find_average_jct(other, "srtf"), 5.0)
+        self.assertIsNone(mix.find_average_jct({"fifo": 3}, "fifo"))
+
+    def test_mode_metrics(self):
+        results = [{"jct_s": 10.0, "end_s": 10.0, "late_s": 0.0, "memory_ok": True},
+                   {"jct_s": 4.0, "end_s": 6.0, "late_s": 1.0, "memory_ok": False}]
+        m = mix.mode_metrics(results)
+        self.assertEqual((m["average_jct_s"], m["makespan_s"]), (7.0, 10.0))
+        self.assertEqual((m["late_starts"], m["memory_refused"]), (1, 1))
+        results.append({"jct_s": None, "end_s": None, "late_s": None, "memory_ok": None})
+        self.assertIsNone(mix.mode_metrics(results)["average_jct_s"])
+
+
+if __name__ == "__main__":
+    unittest.main()
