@@ -43,11 +43,15 @@ bool process_bytes_from_nvml(const Device& device, uint64_t* bytes) {
 }
 }  // namespace
 
-void refresh_context_bytes(Device& device) {
+bool refresh_context_bytes(Device& device) {
   uint64_t held = 0;
-  if (!process_bytes_from_nvml(device, &held)) return;
+  if (!process_bytes_from_nvml(device, &held)) return false;
   uint64_t allocated = device.account.allocated_bytes();
-  device.account.set_context_bytes(held > allocated ? held - allocated : 0);
+  uint64_t context = held > allocated ? held - allocated : 0;
+  shm::Slot* slot = device.account.slot();
+  bool changed = !slot || slot->context_bytes != context;
+  if (changed) device.account.set_context_bytes(context);
+  return changed;
 }
 
 }  // namespace gshare::allocator

@@ -16,6 +16,7 @@ namespace gshare::allocator {
 
 struct Device;
 
-void refresh_context_bytes(Device& device);
+// Returns whether the figure changed.
+bool refresh_context_bytes(Device& device);
 
 }  // namespace gshare::allocator

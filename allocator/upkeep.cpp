@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "allocator/context_memory.h"
@@ -18,26 +19,38 @@ namespace {
 std::atomic<bool> g_started{false};
 constexpr long kTickNs = 250'000'000;
 constexpr int kTicksPerRefresh = 4;
+// NVML's process query is a call into the kernel driver that can take a
+// millisecond and delay the process's own GPU work; once the context memory
+// stops changing (lazy module loading settles), ask ever less often, up to
+// every 8 s, and every second again after a change.
+constexpr unsigned kMinTicksPerContextRefresh = 4;
+constexpr unsigned kMaxTicksPerContextRefresh = 32;
 
 void* upkeep_loop(void*) {
   // Keep the program's signals for the program's own threads.
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  unsigned context_every = kMinTicksPerContextRefresh, context_next = 0;
   for (unsigned tick = 0;; ++tick) {
     timespec pause{0, kTickNs};
     nanosleep(&pause, nullptr);
+    bool refresh_context = tick >= context_next;
+    bool context_changed = false;
     for_each_attached_device([&](Device& d) {
       if (d.account.shared() && d.account.arbiter().has_dead_slots()) {
         int reclaimed = d.account.arbiter().reclaim_dead_slots();
         if (reclaimed > 0)
           GSHARE_INFO("GPU %s: reclaimed %d dead process(es)", d.uuid, reclaimed);
       }
-      if (tick % kTicksPerRefresh == 0) {
-        refresh_context_bytes(d);
-        refresh_pool_charges(d);
-      }
+      if (refresh_context && refresh_context_bytes(d)) context_changed = true;
+      if (tick % kTicksPerRefresh == 0) refresh_pool_charges(d);
     });
+    if (refresh_context) {
+      context_every = context_changed ? kMinTicksPerContextRefresh
+                                      : std::min(context_every * 2, kMaxTicksPerContextRefresh);
+      context_next = tick + context_every;
+    }
     scheduler::scheduler_tick();
   }
   return nullptr;

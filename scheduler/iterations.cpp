@@ -159,6 +159,21 @@ bool on_sync(uint64_t launches, uint64_t now_ns) {
   return boundary;
 }
 
+bool sync_would_end_iteration(uint64_t launches) {
+  SyncPattern& s = g_syncs;
+  pthread_mutex_lock(&s.mutex);
+  uint64_t gap = launches - s.last_launches;
+  bool boundary = s.last_was_boundary;
+  if (gap != 0) {
+    int period = s.period.load();
+    // The gap it would compare with is one period back once this one is in.
+    boundary = period == 0 || ((s.phase + 1) % period == 0 &&
+                               same_gap(gap, s.gap(uint64_t(period - 1))));
+  }
+  pthread_mutex_unlock(&s.mutex);
+  return boundary;
+}
+
 bool launch_is_boundary(const void* function, uint64_t launch_number) {
   if (g_syncs.period > 0) return false;  // racy read: a hint; the sync decides
   uint32_t p = g_launches.period.load(std::memory_order_acquire);

@@ -34,6 +34,11 @@ struct Estimate {
 // whether it ends an iteration (or no iteration is known).
 bool on_sync(uint64_t launches, uint64_t now_ns);
 
+// Whether a host sync starting now, with `launches` launched so far, will
+// end an iteration (as on_sync would say), without recording anything:
+// lets an overlapping handover happen as the sync starts.
+bool sync_would_end_iteration(uint64_t launches);
+
 // Whether the launch of `function` (numbered `launch_number` in the
 // process's count) starts an iteration, or no iteration is known. False
 // while iterations come from syncs: those end at a sync.

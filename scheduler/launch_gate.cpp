@@ -28,12 +28,15 @@ void drain_current_context() {
 }
 
 // Priority's bound on a lower job's in-flight work: an event after each of
-// its launches, and before the next launch a wait for the event of the one
-// before last. So at most two of its kernels are queued when a higher job
-// wakes. One ring per process: events belong to the context they were
-// created in, so the ring is rebuilt when the context changes.
+// its launches, and before the next launch a wait for the event of the
+// kDepth-th launch before. With kDepth 1, one kernel at most is queued when
+// a higher job wakes, which then starts within about one of the lower
+// job's kernels (the promise); the lower job pays a host round trip
+// between its kernels while a higher job exists. One ring per process:
+// events belong to the context they were created in, so the ring is rebuilt
+// when the context changes.
 struct InFlightBound {
-  static constexpr int kDepth = 2;
+  static constexpr int kDepth = 1;
   pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
   CUcontext context = nullptr;
   CUevent events[kDepth] = {};
@@ -147,9 +150,25 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
   if (ticket.bounded && result == CUDA_SUCCESS) note_in_flight(stream);
 }
 
+// A holder asked to yield that syncs at an iteration boundary hands over
+// as the sync starts under overlap: its queued tail runs while the next job
+// wakes and queues its own work, so the GPU switches without waiting on the
+// host. Under strict it hands over after the sync, drained.
 void before_host_sync() {
-  allocator::for_each_attached_device([](allocator::Device& device) {
-    if (shm::Slot* slot = device.account.slot()) slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  bool boundary_known = false, boundary = false;
+  allocator::for_each_attached_device([&](allocator::Device& device) {
+    shm::Slot* slot = device.account.slot();
+    if (!slot) return;
+    slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
+    uint32_t gate = slot->gate.load(std::memory_order_acquire);
+    if (!(gate & shm::kGateOpen) || !(gate & shm::kGateYield) ||
+        slot->handover_mode != shm::kHandoverOverlap)
+      return;
+    if (!boundary_known) {
+      boundary = iterations::sync_would_end_iteration(process_launches());
+      boundary_known = true;
+    }
+    if (boundary) end_slice(device.account.arbiter(), drain_current_context);
   });
 }
 

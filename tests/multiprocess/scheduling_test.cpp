@@ -137,12 +137,12 @@ TEST_CASE("under priority, a high-priority launch waits at most about one low-pr
   REQUIRE(done.size() == 4);
   CHECK(done[1] == "ok");
   CHECK(std::stol(done[2]) >= 30);  // of about 75 alone
-  // While the high job ran, the low one had at most two kernels queued:
-  // none of its kernels starts during a high kernel beyond those two.
+  // While the high job ran, the low one had at most one kernel queued:
+  // no more than that one starts during a high kernel.
   auto all = read_kernel_trace(gpu.kernel_trace());
   auto lows = kernels_of(all, low.pid());
   for (const KernelRun& h : kernels_of(all, high.pid()))
-    CHECK(starts_between(lows, h.start_ns, h.end_ns) <= 2);
+    CHECK(starts_between(lows, h.start_ns, h.end_ns) <= 1);
 }
 
 TEST_CASE("fifo runs the first job until it is done, then the next arrival") {
