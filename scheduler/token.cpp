@@ -239,6 +239,21 @@ struct HolderWatch {
   }
 };
 
+// The holder's slot as the header names it; a racy read, only a hint: what
+// counts is decided under the lock.
+int holder_hint(const RegionHeader& h) {
+  uint32_t field = h.holder;
+  return field >= 1 && field <= kMaxSlots ? int(field) - 1 : -1;
+}
+
+// The holder's slice is over and nobody has asked it to yield yet. A
+// holder that is draining (gate closed) or already asked needs no second
+// decision.
+bool slice_end_unasked(const RegionHeader& h, const Slot& holder, uint64_t now) {
+  uint32_t gate = holder.gate.load(std::memory_order_relaxed);
+  return now >= h.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield);
+}
+
 // The job wants the token: it becomes active (waiting) if it was idle.
 void mark_waiting_locked(Arbiter& arbiter, uint64_t now) {
   Region& r = *arbiter.region();
@@ -312,26 +327,16 @@ void wait_for_token(Arbiter& arbiter) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
     if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) return;
     uint64_t now = shm::mono_now_ns();
-    uint32_t holder_field = h.holder;  // racy read: only a hint, decided under the lock
-    int holder = holder_field >= 1 && holder_field <= kMaxSlots ? int(holder_field) - 1 : -1;
-    uint64_t sleep = kMaxSleepNs;
     // A waiter found idle (its grant came while it slept) asks again.
-    bool decide = first || me.job_state == shm::kJobIdle || holder < 0 ||
-                  !arbiter.slot_is_live(holder);
+    bool decide = first || me.job_state == shm::kJobIdle;
     bool idle = false;
-    if (holder >= 0 && holder != arbiter.own_slot()) {
-      const Slot& s = r.slots[holder];
-      uint64_t idle_left = 0;
-      idle = watch.idle(holder, s, now, &idle_left);
-      uint64_t slice_end = h.slice_end_mono_ns;
-      // Ask for the slice's end once; a holder draining (gate closed) or
-      // already asked needs no second decision.
-      uint32_t gate = s.gate.load(std::memory_order_relaxed);
-      bool may_ask = (gate & shm::kGateOpen) && !(gate & shm::kGateYield);
-      if (now >= slice_end && may_ask) decide = true;
-      if (slice_end > now) sleep = std::min(sleep, slice_end - now);
-      sleep = std::min(sleep, idle_left);
-      decide = decide || idle;
+    uint64_t idle_left = kMaxSleepNs;
+    int holder = holder_hint(h);
+    if (holder < 0 || !arbiter.slot_is_live(holder)) {
+      decide = true;
+    } else if (holder != arbiter.own_slot()) {
+      idle = watch.idle(holder, r.slots[holder], now, &idle_left);
+      decide = decide || idle || slice_end_unasked(h, r.slots[holder], now);
     }
     if (decide) {
       arbiter.update([&] {
@@ -339,7 +344,12 @@ void wait_for_token(Arbiter& arbiter) {
         decide_locked(arbiter, now, idle);
       });
     }
-    // A decision that moved the token bumped the futex word: no sleep then.
+    // Sleep until the holder's slice ends (the decision may have renewed
+    // it), it would count as idle, or the token moves (the futex word
+    // changes: a decision that moved it returns at once).
+    uint64_t sleep = std::min(kMaxSleepNs, idle_left);
+    uint64_t slice_end = h.slice_end_mono_ns;
+    if (slice_end > now) sleep = std::min(sleep, slice_end - now);
     shm::futex_wait(&h.token_futex, seen, std::max(sleep, kMinSleepNs));
   }
 }

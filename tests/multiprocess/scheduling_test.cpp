@@ -66,8 +66,25 @@ int starts_between(const std::vector<KernelRun>& runs, uint64_t from, uint64_t t
 
 constexpr uint64_t kMs = 1'000'000;
 
+// Lengths of the uninterrupted runs of one process's kernels, in order.
+std::vector<double> slice_lengths_ms(const std::vector<KernelRun>& all) {
+  std::vector<double> slices;
+  size_t first = 0;
+  for (size_t i = 1; i <= all.size(); ++i) {
+    if (i < all.size() && all[i].pid == all[first].pid) continue;
+    slices.push_back(double(all[i - 1].end_ns - all[first].start_ns) / 1e6);
+    first = i;
+  }
+  return slices;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
 struct FairRun {
-  double share_a, share_b, overlap_fraction;
+  double share_a, share_b, overlap_fraction, median_slice_ms;
 };
 
 // Two processes that launch continuously (2 ms iterations ending in a sync)
@@ -91,7 +108,7 @@ FairRun run_fair_pair(const char* weight_a, const char* handover) {
   REQUIRE(w.length() > 2000 * kMs);
   double busy = double(kernel_time_in(ka, w) + kernel_time_in(kb, w));
   return {double(kernel_time_in(ka, w)) / busy, double(kernel_time_in(kb, w)) / busy,
-          double(overlap_between(ka, kb)) / double(w.length())};
+          double(overlap_between(ka, kb)) / double(w.length()), median(slice_lengths_ms(all))};
 }
 
 }  // namespace
@@ -101,6 +118,8 @@ TEST_CASE("under fair, two continuous launchers never overlap and split kernel t
   CHECK(run.overlap_fraction == 0.0);  // strict: the holder drains before handing over
   CHECK(run.share_a == Approx(0.5).margin(0.05));
   CHECK(run.share_b == Approx(0.5).margin(0.05));
+  // Slices last one quantum (20 ms), ending at the next 2 ms iteration.
+  CHECK(run.median_slice_ms == Approx(21).margin(4));
 }
 
 TEST_CASE("under fair with overlap handover, only a holder's tail overlaps the next job") {
