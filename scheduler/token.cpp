@@ -25,15 +25,20 @@ Policy region_policy(const RegionHeader& h) {
   return policy_is_known(h.policy) ? Policy(h.policy) : Policy::kFair;
 }
 
-// srtf's estimate of the GPU time a job still needs.
+// srtf's estimate of the GPU time a job still needs. A job that gave its
+// iteration count but has not run long enough for its iteration time to be
+// measured counts as shortest for its first kProbeNs of GPU time: it gets a
+// slice soon, which measures it, and is then ranked by its real estimate
+// (otherwise it would count as longest, and never run to be measured).
+constexpr uint64_t kProbeNs = 500'000'000;
+
 uint64_t remaining_ns(const Slot& s) {
   if (s.expected_ns != 0) return s.expected_ns > s.served_ns ? s.expected_ns - s.served_ns : 0;
+  if (s.expected_iters == 0) return kForever;
   uint64_t iteration = s.iteration_ns.load(std::memory_order_relaxed);
-  if (s.expected_iters != 0 && iteration != 0) {
-    uint64_t done = s.iterations.load(std::memory_order_relaxed);
-    return done >= s.expected_iters ? 0 : (s.expected_iters - done) * iteration;
-  }
-  return kForever;
+  if (iteration == 0) return s.served_ns < kProbeNs ? 0 : kForever;
+  uint64_t done = s.iterations.load(std::memory_order_relaxed);
+  return done >= s.expected_iters ? 0 : (s.expected_iters - done) * iteration;
 }
 
 // The live jobs of a region, as the policies see them.

@@ -341,3 +341,30 @@ TEST_CASE("a process that asks for another policy than the GPU's gets one warnin
   REQUIRE(third.send("launch 1 10") == "launch ok 1");
   CHECK(third.stderr_text().find("GSHARE_POLICY") == std::string::npos);
 }
+
+TEST_CASE("srtf ranks a job by GSHARE_EXPECTED_ITERS times its measured iteration time") {
+  TestGpu gpu;
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "srtf"},
+          {"GSHARE_QUANTUM_MS", "30"}};
+  Env long_env = env, short_env = env;
+  long_env["GSHARE_EXPECTED_ITERS"] = "100000";
+  short_env["GSHARE_EXPECTED_ITERS"] = "150";
+  Client longer(gpu, long_env), shorter(gpu, short_env);
+  REQUIRE(longer.send("init") == "init ok");
+  REQUIRE(shorter.send("init") == "init ok");
+  longer.post("trainfor 3 1 2000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // measured by now
+  shorter.post("train 150 1 2000 sync 0");
+  CHECK(words(shorter.reply(20)).at(1) == "ok");
+  CHECK(words(longer.reply(20)).at(1) == "ok");
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  auto kl = kernels_of(all, longer.pid()), ks = kernels_of(all, shorter.pid());
+  REQUIRE(ks.size() == 150);
+  // The newcomer is measured in its first slice, found shorter (0.3 s
+  // against 200 s), and runs to its end; the long job waits throughout,
+  // but for a slice or two while the newcomer is not yet measured.
+  int long_kernels_meanwhile = starts_between(kl, ks.front().start_ns, last_end(ks));
+  CHECK(long_kernels_meanwhile <= 40);  // at most about two 30 ms slices of 2 ms kernels
+  CHECK(last_end(ks) - ks.front().start_ns < 600 * kMs);  // 300 ms of work, barely interrupted
+  CHECK(last_end(ks) < last_end(kl));  // it did not wait for the long job to end
+}
