@@ -134,7 +134,7 @@ const OptionRow kOptions[] = {
       "who launches on a shared GPU: fifo, fair, srtf or priority; the first process on the "
       "GPU sets it for all"},
      "fifo, fair, srtf or priority", parse_policy_option},
-    {{"GSHARE_QUANTUM_MS", "ms", "50",
+    {{"GSHARE_QUANTUM_MS", "ms", "20",
       "length of a time slice under fair (times the weight), srtf and priority"},
      "a number of milliseconds from 0.1 to 60000", parse_quantum},
     {{"GSHARE_WEIGHT", "integer", "1", "fair: this job's share of GPU time relative to others"},

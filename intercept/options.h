@@ -40,7 +40,7 @@ struct Options {
   // Scheduling (scheduler/token.h).
   PolicyOption policy = PolicyOption::kFair;
   bool policy_given = false;  // GSHARE_POLICY was set: a different region policy is worth a warning
-  double quantum_ms = 50;
+  double quantum_ms = 20;  // measured: README, "Measured results"
   uint32_t weight = 1;
   int32_t priority = 0;
   double expected_seconds = 0;  // 0: not given

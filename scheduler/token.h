@@ -29,7 +29,7 @@ namespace gshare::scheduler {
 struct JobSettings {
   Policy policy = Policy::kFair;
   bool policy_given = false;
-  uint64_t quantum_ns = 50'000'000;
+  uint64_t quantum_ns = 20'000'000;
   uint64_t idle_ns = 100'000'000;
   uint64_t slice_max_ns = 200'000'000;
   uint64_t expected_ns = 0;

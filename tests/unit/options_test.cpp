@@ -144,14 +144,14 @@ TEST_CASE("scheduling options parse from the environment") {
   CHECK(o.slice_max_ms == 0);
 }
 
-TEST_CASE("scheduling defaults: fair, not asked for, 50 ms quanta, weight 1, overlap") {
+TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, overlap") {
   const char* env[] = {nullptr};
   Options o;
   char error[512];
   REQUIRE(parse_options(env, &o, error, sizeof error));
   CHECK(o.policy == gshare::PolicyOption::kFair);
   CHECK_FALSE(o.policy_given);
-  CHECK(o.quantum_ms == 50);
+  CHECK(o.quantum_ms == 20);
   CHECK(o.weight == 1);
   CHECK(o.priority == 0);
   CHECK(o.expected_seconds == 0);
