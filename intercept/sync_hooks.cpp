@@ -13,9 +13,9 @@ namespace {
 template <class Call>
 CUresult host_sync(Call&& call) {
   if (!hooks_active()) return call();
-  scheduler::before_host_sync();
+  bool ends_iteration = scheduler::before_host_sync();
   CUresult result = call();
-  scheduler::after_host_sync();
+  scheduler::after_host_sync(ends_iteration);
   return result;
 }
 

@@ -153,31 +153,32 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 // A holder asked to yield that syncs at an iteration boundary hands over
 // as the sync starts under overlap: its queued tail runs while the next job
 // wakes and queues its own work, so the GPU switches without waiting on the
-// host. Under strict it hands over after the sync, drained.
-void before_host_sync() {
-  bool boundary_known = false, boundary = false;
+// host. Under strict it hands over after the sync, drained. A sync that
+// ends an iteration is also marked in the slot (boundary_waits), so that a
+// waiter whose turn comes while the holder is inside it can take the token
+// at once under overlap (scheduler/token.cpp).
+bool before_host_sync() {
+  bool boundary = iterations::sync_would_end_iteration(process_launches());
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
     if (!slot) return;
     slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
+    if (boundary) slot->boundary_waits.fetch_add(1, std::memory_order_relaxed);
     uint32_t gate = slot->gate.load(std::memory_order_acquire);
-    if (!(gate & shm::kGateOpen) || !(gate & shm::kGateYield) ||
-        slot->handover_mode != shm::kHandoverOverlap)
-      return;
-    if (!boundary_known) {
-      boundary = iterations::sync_would_end_iteration(process_launches());
-      boundary_known = true;
-    }
-    if (boundary) end_slice(device.account.arbiter(), drain_current_context);
+    if (boundary && (gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
+        slot->handover_mode == shm::kHandoverOverlap)
+      end_slice(device.account.arbiter(), drain_current_context);
   });
+  return boundary;
 }
 
-void after_host_sync() {
+void after_host_sync(bool ends_iteration) {
   bool boundary = iterations::on_sync(process_launches(), shm::mono_now_ns());
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
     if (slot) {
       slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+      if (ends_iteration) slot->boundary_waits.fetch_sub(1, std::memory_order_relaxed);
       slot->syncs.fetch_add(1, std::memory_order_relaxed);
       uint32_t gate = slot->gate.load(std::memory_order_acquire);
       if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary)

@@ -50,9 +50,11 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function);
 void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult result);
 
 // Around a host synchronisation: a thread inside one keeps its job busy
-// (never idle); when it returns, the job may be at an iteration boundary.
-void before_host_sync();
-void after_host_sync();
+// (never idle); a sync that ends an iteration is where the job may hand
+// the token over. before_host_sync returns whether it is one, for the
+// matching after_host_sync.
+bool before_host_sync();
+void after_host_sync(bool ends_iteration);
 
 // The process's launches on every GPU it uses.
 uint64_t process_launches();

@@ -199,6 +199,14 @@ void decide_locked(Arbiter& arbiter, uint64_t now, bool holder_idle) {
   Slot& s = r.slots[holder];
   uint32_t gate = s.gate.load(std::memory_order_relaxed);
   if (now >= h.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
+    // A holder inside a sync that ends an iteration has all its work
+    // queued: under overlap the next job starts now, beside its tail.
+    bool at_boundary = s.boundary_waits.load(std::memory_order_relaxed) != 0 &&
+                       s.handover_mode == shm::kHandoverOverlap;
+    if (best != current && at_boundary) {
+      grant_locked(arbiter, t, best, shm::kJobWaiting, now);
+      return;
+    }
     if (best != current) {
       gate |= shm::kGateYield;
     } else {

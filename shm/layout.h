@@ -136,7 +136,12 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> iteration_ns;  // the latest iteration's length; 0: none detected
   std::atomic<uint32_t> iteration_launches;  // launches per iteration; 0: unknown
   std::atomic<uint32_t> iteration_source;    // IterationSource
-  uint64_t padding1[10];
+  // Threads inside a host sync that ends an iteration: the job is at a
+  // boundary with all its work queued, so under overlap a waiter may take
+  // the token at its slice end without waiting for the sync to return.
+  std::atomic<uint32_t> boundary_waits;
+  uint32_t padding2;
+  uint64_t padding1[9];
 };
 static_assert(sizeof(Slot) == 512, "Slot layout changed: bump kLayoutVersion");
 

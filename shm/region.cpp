@@ -53,6 +53,7 @@ void init_region(Region* r, const char* uuid, uint64_t capacity_bytes) {
   for (Slot& s : r->slots) {
     new (&s.gate) std::atomic<uint32_t>(kGateClosed);
     new (&s.gpu_waits) std::atomic<uint32_t>(0);
+    new (&s.boundary_waits) std::atomic<uint32_t>(0);
     new (&s.launches) std::atomic<uint64_t>(0);
     new (&s.syncs) std::atomic<uint64_t>(0);
     new (&s.iterations) std::atomic<uint64_t>(0);
