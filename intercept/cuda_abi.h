@@ -28,6 +28,7 @@
 #undef cuLaunchCooperativeKernel
 #undef cuGraphLaunch
 #undef cuStreamSynchronize
+#undef cuMemcpyDtoH
 #undef cuStreamBeginCapture
 #undef cuStreamBeginCaptureToGraph
 #undef cuStreamEndCapture
@@ -65,6 +66,8 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 CUstream hStream, void** kernelParams);
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream);
+CUresult CUDAAPI cuMemcpyDtoH(void* dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount);
+CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount);
 
 CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream);  // before CUDA 10.1: no mode
 CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream);

@@ -29,6 +29,7 @@
   /* synchronisation */                                                       \
   X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuCtxSynchronize)      \
   X(cuCtxSynchronize_v2) X(cuEventSynchronize)                                \
+  X(cuMemcpyDtoH) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds)                  \
   /* stream capture: launches recorded into a graph are never counted */      \
   X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)                        \
   X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz)                  \

@@ -41,6 +41,17 @@ GSHARE_HOOK(CUresult, cuCtxSynchronize, ()) { return host_sync([&] { return REAL
 GSHARE_HOOK(CUresult, cuCtxSynchronize_v2, (CUcontext context)) {
   return host_sync([&] { return REAL(cuCtxSynchronize_v2)(context); });
 }
+// A synchronous copy to the host waits for the stream's work before it:
+// the other way a loop reads its loss (a plain cudaMemcpy of a scalar).
+GSHARE_HOOK(CUresult, cuMemcpyDtoH, (void* host, CUdeviceptr_v1 device, unsigned int bytes)) {
+  return host_sync([&] { return REAL(cuMemcpyDtoH)(host, device, bytes); });
+}
+GSHARE_HOOK(CUresult, cuMemcpyDtoH_v2, (void* host, CUdeviceptr device, size_t bytes)) {
+  return host_sync([&] { return REAL(cuMemcpyDtoH_v2)(host, device, bytes); });
+}
+GSHARE_HOOK(CUresult, cuMemcpyDtoH_v2_ptds, (void* host, CUdeviceptr device, size_t bytes)) {
+  return host_sync([&] { return REAL(cuMemcpyDtoH_v2_ptds)(host, device, bytes); });
+}
 GSHARE_HOOK(CUresult, cuEventSynchronize, (CUevent event)) {
   return host_sync([&] { return REAL(cuEventSynchronize)(event); });
 }

@@ -315,6 +315,25 @@ TEST_CASE("iteration detection finds the iterations of a loop that synchronises"
   CHECK(p["iteration_ms"].get<double>() == Approx(measured_ms).epsilon(0.3));
 }
 
+TEST_CASE("iteration detection takes a synchronous copy to the host as a sync") {
+  TestGpu gpu;
+  for (const char* load : {"gpa", "dlsym", "link"}) {
+    INFO(load);
+    Client job(gpu, {}, load);
+    REQUIRE(job.send("init") == "init ok");
+    // The loss read back with cuMemcpyDtoH, no explicit sync.
+    auto done = words(job.send("train 40 3 300 copy 2000"));
+    REQUIRE(done.size() == 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    nlohmann::json p = only_process(gpu.top_json());
+    CHECK(p["iteration_source"] == "syncs");
+    CHECK(p["iteration_launches"] == 3);
+    CHECK(p["iterations"].get<int>() >= 30);
+    job.send("exit");
+    job.finish();
+  }
+}
+
 TEST_CASE("iteration detection finds the iterations of a loop that never synchronises") {
   TestGpu gpu;
   Client job(gpu);

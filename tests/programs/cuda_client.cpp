@@ -12,10 +12,12 @@
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
 //   pid | exit |
-//   train ITERS KERNELS MICROS sync|nosync GAP_MICROS   a training-like loop:
-//       each iteration launches KERNELS spin kernels, each a different
-//       function (gshare_spin_0, _1, ...), of MICROS each; then syncs (or
-//       not), then spends GAP_MICROS on the host. Replies
+//   train ITERS KERNELS MICROS sync|copy|nosync GAP_MICROS   a training-like
+//       loop: each iteration launches KERNELS spin kernels, each a different
+//       function (gshare_spin_0, _1, ...), of MICROS each; then syncs the
+//       context (sync), reads 4 bytes back with cuMemcpyDtoH (copy, like a
+//       loss read with cudaMemcpy) or neither, then spends GAP_MICROS on
+//       the host. Replies
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count.
@@ -73,6 +75,7 @@ struct Api {
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, CUstream, void**, void**);
   CUresult (*ctx_synchronize)();
+  CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t);
 };
 
 Api g_api;
@@ -134,7 +137,8 @@ void from_dlsym(Fn* slot, const char* abi_name) {
   X(module_load_data, "cuModuleLoadData", "cuModuleLoadData")      \
   X(module_get_function, "cuModuleGetFunction", "cuModuleGetFunction") \
   X(launch_kernel, "cuLaunchKernel", "cuLaunchKernel")             \
-  X(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize")
+  X(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize")      \
+  X(memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2")
 
 void load(const std::string& mode) {
   if (mode == "gpa") {
@@ -150,7 +154,7 @@ void load(const std::string& mode) {
                 cuMemAllocAsync, cuMemFreeAsync, cuDeviceGetMemPool, cuMemPoolTrimTo, cuMemCreate,
                 cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap, cuMemUnmap,
                 cuMemGetInfo, cuDeviceTotalMem, cuModuleLoadData, cuModuleGetFunction,
-                cuLaunchKernel, cuCtxSynchronize};
+                cuLaunchKernel, cuCtxSynchronize, cuMemcpyDtoH};
 #else
     fprintf(stderr, "--load=link needs cuda_client_linked\n");
     exit(2);
@@ -195,8 +199,10 @@ double seconds_now() {
 
 // The loop behind train and trainfor. Stops after `iterations`, or at
 // `until` (steady-clock seconds). Returns the iterations run, or -1.
-long train_loop(long iterations, double until, int kernels, unsigned long long micros, bool sync,
-                long gap_us, CUresult* error) {
+long train_loop(long iterations, double until, int kernels, unsigned long long micros,
+                const std::string& mode, long gap_us, CUresult* error) {
+  static CUdeviceptr loss = 0;
+  if (mode == "copy" && !loss && (*error = g_api.mem_alloc(&loss, 4)) != CUDA_SUCCESS) return -1;
   unsigned long long ns = micros * 1000ull;
   void* params[] = {&ns};
   long done = 0;
@@ -207,7 +213,10 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
       if ((*error = g_api.launch_kernel(f, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr)) != CUDA_SUCCESS)
         return -1;
     }
-    if (sync && (*error = g_api.ctx_synchronize()) != CUDA_SUCCESS) return -1;
+    float value;
+    if (mode == "sync" && (*error = g_api.ctx_synchronize()) != CUDA_SUCCESS) return -1;
+    if (mode == "copy" && (*error = g_api.memcpy_dtoh(&value, loss, sizeof value)) != CUDA_SUCCESS)
+      return -1;
     if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
   }
   return done;
@@ -326,7 +335,7 @@ std::string run(const std::vector<std::string>& a) {
     double until = cmd == "trainfor" ? start + std::stod(a.at(1)) : 1e300;
     CUresult error = CUDA_SUCCESS;
     long done = train_loop(iterations, until, std::stoi(a.at(2)), std::stoull(a.at(3)),
-                           a.at(4) == "sync", std::stol(a.at(5)), &error);
+                           a.at(4), std::stol(a.at(5)), &error);
     if (done < 0) {
       result(error);
       return out.str();
