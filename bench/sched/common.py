@@ -138,6 +138,35 @@ def _run_quietly(argv, timeout=30, env=None):
         return None, "", str(error)
 
 
+def stop_processes(processes):
+    """SIGTERM every live process, give them 3 s together, then SIGKILL."""
+    alive = [p for p in list(processes) if p.poll() is None]
+    for p in alive:
+        try:
+            p.terminate()
+        except OSError:
+            pass
+    give_up = time.monotonic() + 3
+    for p in alive:
+        try:
+            p.wait(timeout=max(0.0, give_up - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                p.kill()
+                p.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+
+
+def require_metrics(record, computed):
+    """Stores a part's metrics; a run that gave none failed, whatever its jobs said."""
+    record["metrics"] = computed
+    if record["ok"] and computed is None:
+        record["ok"] = False
+        record["errors"].append("no usable step times in the job outputs")
+    return record
+
+
 def scratch_parent():
     """Where barrier files and the experiments' private GSHARE_DIRs go:
     SCHED_SCRATCH, else /dev/shm (tmpfs, like gshare's default directory:
@@ -251,22 +280,7 @@ class Context:
         return min(deadline, self.hard_deadline)
 
     def kill_children(self):
-        alive = [p for p in list(self.children) if p.poll() is None]
-        for p in alive:
-            try:
-                p.terminate()
-            except OSError:
-                pass
-        give_up = time.monotonic() + 3
-        for p in alive:
-            try:
-                p.wait(timeout=max(0.0, give_up - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    p.kill()
-                    p.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
+        stop_processes(self.children)
         self.children = {p for p in self.children if p.poll() is None}
 
     def cleanup(self):
@@ -527,22 +541,7 @@ class Experiment:
             self.fail(f"no gshare region in {self.gshare_dir}: gshare was not active")
 
     def kill_all(self):
-        alive = [p for p in self.procs.values() if p.poll() is None]
-        for p in alive:
-            try:
-                p.terminate()
-            except OSError:
-                pass
-        give_up = time.monotonic() + 3
-        for p in alive:
-            try:
-                p.wait(timeout=max(0.0, give_up - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    p.kill()
-                    p.wait(timeout=5)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
+        stop_processes(self.procs.values())
 
     def record(self, loader=None):
         self.finished = self.finished or time.monotonic()

@@ -44,11 +44,7 @@ def run_config(ctx, config, mode, trial, window):
     record = ctx.run_barrier(f"{config}-{mode}-t{trial}", mode, jobs, window,
                              gshare_vars={"GSHARE_POLICY": "fair"})
     record.update(config=config, trial=trial)
-    record["metrics"] = metrics.train(record, weights if mode == "gshare" else None)
-    if record["ok"] and record["metrics"] is None:
-        record["ok"] = False
-        record["errors"].append("no usable step times in the job outputs")
-    return record
+    return common.require_metrics(record, metrics.train(record, weights if mode == "gshare" else None))
 
 
 def body(ctx, state):

@@ -48,11 +48,7 @@ def run_one(ctx, quantum, trial, window):
     jobs = [(f"job{i}", ctx.train_argv(window), None) for i in range(2)]
     record = ctx.run_barrier(name, mode, jobs, window, gshare_vars=gshare_vars)
     record.update(quantum_ms=quantum, trial=trial)
-    record["metrics"] = metrics.train(record)
-    if record["ok"] and record["metrics"] is None:
-        record["ok"] = False
-        record["errors"].append("no usable step times in the job outputs")
-    return record
+    return common.require_metrics(record, metrics.train(record))
 
 
 def body(ctx, state):
