@@ -24,18 +24,18 @@ void DeviceAccount::use_local(uint64_t quota_bytes, uint64_t capacity_bytes) {
   capacity_bytes_ = capacity_bytes;
 }
 
-shm::ReserveResult DeviceAccount::reserve(uint64_t bytes) {
+shm::ReserveResult DeviceAccount::reserve(uint64_t bytes, MemoryClass kind) {
   if (shared_) {
-    shm::ReserveResult r = arbiter_.reserve(bytes);
+    shm::ReserveResult r = arbiter_.reserve(bytes, kind);
     if (r.status != shm::ReserveStatus::kArbiterBroken) return r;
     fall_back_to_local();
   }
   return reserve_local(bytes, false);
 }
 
-shm::ReserveResult DeviceAccount::reserve_allocation(uint64_t bytes) {
+shm::ReserveResult DeviceAccount::reserve_allocation(uint64_t bytes, MemoryClass kind) {
   if (shared_) {
-    shm::ReserveResult r = arbiter_.reserve_allocation(bytes);
+    shm::ReserveResult r = arbiter_.reserve_allocation(bytes, kind);
     if (r.status != shm::ReserveStatus::kArbiterBroken) return r;
     fall_back_to_local();
   }
@@ -69,14 +69,14 @@ void DeviceAccount::commit(uint64_t bytes, uint32_t allocations) {
   allocated_bytes_ += bytes;
 }
 
-void DeviceAccount::rollback(uint64_t bytes) {
-  if (shared_) return arbiter_.rollback(bytes);
+void DeviceAccount::rollback(uint64_t bytes, MemoryClass kind) {
+  if (shared_) return arbiter_.rollback(bytes, kind);
   Locked lock(&mutex_);
   reserved_bytes_ = saturating_sub(reserved_bytes_, bytes);
 }
 
-void DeviceAccount::release(uint64_t bytes, uint32_t allocations) {
-  if (shared_) return arbiter_.release(bytes, allocations);
+void DeviceAccount::release(uint64_t bytes, uint32_t allocations, MemoryClass kind) {
+  if (shared_) return arbiter_.release(bytes, allocations, kind);
   Locked lock(&mutex_);
   reserved_bytes_ = saturating_sub(reserved_bytes_, bytes);
   allocated_bytes_ = saturating_sub(allocated_bytes_, bytes);

@@ -23,12 +23,13 @@ class DeviceAccount {
   // Alone mode: limits kept in this process.
   void use_local(uint64_t quota_bytes, uint64_t capacity_bytes);
 
-  shm::ReserveResult reserve(uint64_t bytes);
+  using MemoryClass = shm::MemoryClass;
+  shm::ReserveResult reserve(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
   // reserve + commit at once; `release` undoes it.
-  shm::ReserveResult reserve_allocation(uint64_t bytes);
+  shm::ReserveResult reserve_allocation(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
   void commit(uint64_t bytes, uint32_t allocations = 1);
-  void rollback(uint64_t bytes);
-  void release(uint64_t bytes, uint32_t allocations = 1);
+  void rollback(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
+  void release(uint64_t bytes, uint32_t allocations = 1, MemoryClass kind = MemoryClass::kEphemeral);
   // Charges bytes the driver already spent (pool growth past a reservation):
   // reserve + commit without the limit check.
   void force_charge(uint64_t bytes);

@@ -34,6 +34,8 @@ struct Allocation {
   uint64_t extent = 0;      // kMapping: bytes mapped; kPitch: the pitch
   uint64_t context = 0;     // CUcontext current at allocation (freed with it)
   uint32_t site = 0;        // allocation-site hash, 0 if unknown
+  uint32_t birth_iteration = 0;  // the process's iteration count at allocation (allocator/classifier.h)
+  uint8_t persistent = 0;   // counted in P (born from a persistent site, or promoted)
   int16_t device = -1;      // device ordinal the bytes are charged to
   AllocationKind kind = AllocationKind::kDevice;
   uint8_t released = 0;     // kPhysical: cuMemRelease was called
@@ -62,6 +64,11 @@ class Ledger {
   // ledger's). Returns how many.
   template <class Match, class Fn>
   size_t drain_if(Match&& match, Fn&& fn);
+
+  // Calls fn(Allocation&) for every entry, under the lock. fn may change
+  // an entry's class fields, never its key, kind, device or bytes.
+  template <class Fn>
+  void for_each(Fn&& fn);
 
   size_t size() const;
   // Bytes charged to `device` by entries of every kind.
@@ -112,6 +119,14 @@ bool Ledger::update(AllocationKind space, uint64_t key, Update&& update) {
   }
   pthread_mutex_unlock(&mutex_);
   return i >= 0;
+}
+
+template <class Fn>
+void Ledger::for_each(Fn&& fn) {
+  pthread_mutex_lock(&mutex_);
+  for (size_t i = 0; i < capacity_; ++i)
+    if (table_[i].kind != AllocationKind{}) fn(table_[i]);
+  pthread_mutex_unlock(&mutex_);
 }
 
 template <class Match, class Fn>

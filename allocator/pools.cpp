@@ -183,6 +183,21 @@ void refresh_pool_charges(Device& device) {
   refresh_locked(device);
 }
 
+uint64_t trim_pools(Device& device) {
+  if (!driver().mem_pool_trim_to) return 0;
+  Locked lock;
+  uint64_t before = 0, after = 0;
+  for (PoolCharge& c : g_pools) {
+    if (!c.used || c.device != device.ordinal || c.graph) continue;
+    before += c.charged;
+    driver().mem_pool_trim_to(c.pool, 0);  // keeps what live blocks use
+  }
+  refresh_locked(device);
+  for (const PoolCharge& c : g_pools)
+    if (c.used && c.device == device.ordinal && !c.graph) after += c.charged;
+  return before > after ? before - after : 0;
+}
+
 void forget_pool(CUmemoryPool pool) {
   Locked lock;
   for (PoolCharge& c : g_pools) {

@@ -42,6 +42,9 @@ void note_pool_block_freed(Device& device);
 void refresh_pool_charges_if_freed(Device& device);
 // Re-measures every pool of `device` and its graph memory.
 void refresh_pool_charges(Device& device);
+// Gives the free memory of `device`'s pools back to the GPU (another job
+// needs it: allocator/admission.h). Returns the bytes given back.
+uint64_t trim_pools(Device& device);
 // A pool was destroyed: its memory went back to the GPU.
 void forget_pool(CUmemoryPool pool);
 // A context was destroyed: re-measure the pools of devices it used.

@@ -46,6 +46,14 @@ CUresult refuse(const Device& device, const char* call, uint64_t bytes,
                   call, double(bytes) / MiB, device.uuid, double(why.in_use_bytes) / MiB,
                   double(why.limit_bytes) / MiB);
       break;
+    case shm::ReserveStatus::kInadmissible:
+      GSHARE_WARN("%s of %.1f MiB on GPU %s refused: the safety condition fails, "
+                  "sum(P) + sum over lanes of max(E) would be %.1f MiB of %.1f MiB "
+                  "(short by %.1f MiB)",
+                  call, double(bytes) / MiB, device.uuid, double(why.in_use_bytes) / MiB,
+                  double(why.limit_bytes) / MiB,
+                  double(why.in_use_bytes - why.limit_bytes) / MiB);
+      break;
     default:
       GSHARE_ERROR("%s of %.1f MiB on GPU %s refused: the arbiter is unusable", call,
                    double(bytes) / MiB, device.uuid);
@@ -53,10 +61,14 @@ CUresult refuse(const Device& device, const char* call, uint64_t bytes,
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes, uint64_t handle) {
+void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes, uint64_t handle,
+            const Birth& birth) {
   Allocation a;
   a.key = key;
   a.bytes = bytes;
+  a.site = birth.site;
+  a.birth_iteration = birth.iteration;
+  a.persistent = birth.kind == shm::MemoryClass::kPersistent;
   a.birth_ns = monotonic_ns();
   a.handle = handle;
   a.device = int16_t(device.ordinal);
@@ -71,6 +83,7 @@ void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes, u
 }
 
 void release_entry(const Allocation& entry) {
+  note_death(entry);
   Device* device = attached_device(entry.device);
   if (!device) return;
   if (entry.kind == AllocationKind::kPoolBlock) {
@@ -79,7 +92,7 @@ void release_entry(const Allocation& entry) {
     note_pool_block_freed(*device);
     return;
   }
-  device->account.release(entry.bytes);
+  device->account.release(entry.bytes, 1, class_of(entry));
 }
 
 void forget_context_allocations(CUcontext context) {

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "allocator/admission.h"
+#include "allocator/classifier.h"
 #include "allocator/devices.h"
 #include "allocator/ledger.h"
 #include "shm/arbiter.h"
@@ -34,21 +36,23 @@ CUresult refuse(const Device& device, const char* call, uint64_t bytes,
 // its table) the bytes stay charged: over-counting is safe, losing track is
 // not.
 void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes,
-            uint64_t handle = 0);
+            uint64_t handle = 0, const Birth& birth = Birth{});
 
-// Runs `call(&key)` for an allocation of a size known in advance.
+// Runs `call(&key)` for an allocation of a size known in advance: classify,
+// admit (allocator/admission.h: may wait), call the driver, record.
 template <class Call>
 CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name, uint64_t bytes,
                           Call&& call) {
-  shm::ReserveResult granted = device.account.reserve_allocation(bytes);
+  Birth birth = classify_birth();
+  shm::ReserveResult granted = admit(device, name, bytes, 1, birth.kind);
   if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
   uint64_t key = 0;
   CUresult result = call(&key);
   if (result != CUDA_SUCCESS) {
-    device.account.release(bytes);
+    device.account.release(bytes, 1, birth.kind);
     return result;
   }
-  record(device, kind, key, bytes);
+  record(device, kind, key, bytes, 0, birth);
   return result;
 }
 

@@ -18,27 +18,28 @@ CUresult allocate_pitched(size_t width, size_t height, Call&& call, Undo&& undo)
     return call(&key, &bytes);
   }
   uint64_t guess = ((uint64_t(width) + 511) & ~uint64_t(511)) * height;
-  shm::ReserveResult granted = device->account.reserve(guess);
+  allocator::Birth birth = allocator::classify_birth();
+  shm::ReserveResult granted = allocator::admit(*device, "cuMemAllocPitch", guess, 0, birth.kind);
   if (granted.status != shm::ReserveStatus::kGranted)
     return allocator::refuse(*device, "cuMemAllocPitch", guess, granted);
   uint64_t key = 0, bytes = 0;
   CUresult result = call(&key, &bytes);
   if (result != CUDA_SUCCESS) {
-    device->account.rollback(guess);
+    device->account.rollback(guess, birth.kind);
     return result;
   }
   if (bytes > guess) {
-    shm::ReserveResult more = device->account.reserve(bytes - guess);
+    shm::ReserveResult more = device->account.reserve(bytes - guess, birth.kind);
     if (more.status != shm::ReserveStatus::kGranted) {
       undo(key);
-      device->account.rollback(guess);
+      device->account.rollback(guess, birth.kind);
       return allocator::refuse(*device, "cuMemAllocPitch", bytes, more);
     }
   } else {
-    device->account.rollback(guess - bytes);
+    device->account.rollback(guess - bytes, birth.kind);
   }
   device->account.commit(bytes);
-  allocator::record(*device, AllocationKind::kPitch, key, bytes);
+  allocator::record(*device, AllocationKind::kPitch, key, bytes, 0, birth);
   return result;
 }
 

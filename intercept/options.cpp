@@ -51,7 +51,8 @@ bool parse_integer(const char* v, long long low, long long high, long long* out)
 bool parse_policy_option(const char* v, Options* o) {
   static const struct { const char* name; PolicyOption policy; } kPolicies[] = {
       {"fifo", PolicyOption::kFifo}, {"fair", PolicyOption::kFair},
-      {"srtf", PolicyOption::kSrtf}, {"priority", PolicyOption::kPriority}};
+      {"srtf", PolicyOption::kSrtf}, {"priority", PolicyOption::kPriority},
+      {"pack", PolicyOption::kPack}};
   for (const auto& p : kPolicies) {
     if (strcasecmp(v, p.name) == 0) {
       o->policy = p.policy;
@@ -65,6 +66,9 @@ bool parse_policy_option(const char* v, Options* o) {
 bool parse_quantum(const char* v, Options* o) { return parse_number(v, 0.1, 60000, &o->quantum_ms); }
 bool parse_idle(const char* v, Options* o) { return parse_number(v, 0.1, 3600000, &o->idle_ms); }
 bool parse_slice_max(const char* v, Options* o) { return parse_number(v, 0, 600000, &o->slice_max_ms); }
+bool parse_admit_timeout(const char* v, Options* o) {
+  return parse_number(v, 0, 1e7, &o->admit_timeout_s);
+}
 bool parse_expected_seconds(const char* v, Options* o) {
   return parse_number(v, 0.001, 1e9, &o->expected_seconds);
 }
@@ -131,9 +135,9 @@ const OptionRow kOptions[] = {
      kTextForms, parse_group},
     {{"GSHARE_LOG", "level", "warn", "how much gshare writes to stderr"}, kLogForms, parse_log},
     {{"GSHARE_POLICY", "policy", "fair",
-      "who launches on a shared GPU: fifo, fair, srtf or priority; the first process on the "
-      "GPU sets it for all"},
-     "fifo, fair, srtf or priority", parse_policy_option},
+      "who launches on a shared GPU: fifo, fair, srtf, priority or pack (lanes run at once, "
+      "turns within a lane); the first process on the GPU sets it for all"},
+     "fifo, fair, srtf, priority or pack", parse_policy_option},
     {{"GSHARE_QUANTUM_MS", "ms", "20",
       "length of a time slice under fair (times the weight), srtf and priority"},
      "a number of milliseconds from 0.1 to 60000", parse_quantum},
@@ -159,6 +163,10 @@ const OptionRow kOptions[] = {
     {{"GSHARE_SLICE_MAX_MS", "ms", "200",
       "how far a slice may run past its quantum while waiting for an iteration boundary"},
      "a number of milliseconds from 0 to 600000", parse_slice_max},
+    {{"GSHARE_ADMIT_TIMEOUT_S", "seconds", "600",
+      "how long an allocation waits to be admitted (the safety condition, or memory held by "
+      "a job in its lane) before it gets CUDA_ERROR_OUT_OF_MEMORY; 0: at once"},
+     "a number of seconds from 0 to 10000000", parse_admit_timeout},
 };
 
 OptionInfo g_infos[sizeof kOptions / sizeof kOptions[0]];

@@ -29,7 +29,7 @@ inline constexpr size_t kOptionTextChars = 256;
 
 // GSHARE_POLICY's values; the numbers are scheduler::Policy's (the region
 // stores them).
-enum class PolicyOption : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4 };
+enum class PolicyOption : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4, kPack = 5 };
 
 struct Options {
   bool disable = false;
@@ -48,6 +48,8 @@ struct Options {
   double idle_ms = 100;
   bool strict_handover = false;
   double slice_max_ms = 200;
+  // Memory admission (allocator/admission.h).
+  double admit_timeout_s = 600;
 };
 
 struct OptionInfo {

@@ -24,6 +24,7 @@ Options g_options;
 void after_fork_in_child() {
   allocator::ledger().clear_after_fork();
   allocator::forget_devices_after_fork();
+  allocator::forget_classes_after_fork();
   allocator::forget_upkeep_after_fork();
   scheduler::forget_launch_state_after_fork();
 }
@@ -44,6 +45,7 @@ void start_once() {
     return;
   }
   allocator::configure_devices(g_options);
+  allocator::configure_admission(g_options);
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
   g_start_result = StartResult::kReady;
 }

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "allocator/admission.h"
+#include "allocator/classifier.h"
 #include "allocator/pools.h"
 #include "intercept/driver_api.h"
 #include "scheduler/iterations.h"
@@ -86,7 +88,7 @@ void note_in_flight(CUstream stream) {
 bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* function) {
   if (iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed)))
     return true;
-  uint64_t end = arbiter.region()->header.slice_end_mono_ns;
+  uint64_t end = own_token(arbiter).slice_end_mono_ns;
   return end != UINT64_MAX && shm::mono_now_ns() >= end + slot->slice_max_ns;
 }
 
@@ -130,7 +132,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
   for (;;) {
     gate = slot->gate.load(std::memory_order_acquire);
     if (!(gate & shm::kGateOpen)) {
-      wait_for_token(arbiter);
+      wait_for_token(arbiter, allocator::answer_release_requests);
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
       end_slice(arbiter, drain_current_context);
     } else {
@@ -173,7 +175,9 @@ bool before_host_sync() {
 }
 
 void after_host_sync(bool ends_iteration) {
-  bool boundary = iterations::on_sync(process_launches(), shm::mono_now_ns());
+  uint64_t launches = process_launches();
+  bool boundary = iterations::on_sync(launches, shm::mono_now_ns());
+  if (boundary) allocator::note_iterations(iterations::current(launches).iterations);
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
     if (slot) {
@@ -207,6 +211,8 @@ void scheduler_tick() {
   uint64_t now = shm::mono_now_ns();
   iterations::tick(launches, now);
   iterations::Estimate estimate = iterations::current(launches);
+  allocator::note_iterations(estimate.iterations);
+  allocator::answer_release_requests();
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
     if (!slot) return;

@@ -12,7 +12,7 @@ struct Named {
 };
 constexpr Named kNames[] = {
     {Policy::kFifo, "fifo"}, {Policy::kFair, "fair"}, {Policy::kSrtf, "srtf"},
-    {Policy::kPriority, "priority"}};
+    {Policy::kPriority, "priority"}, {Policy::kPack, "pack"}};
 
 // The final tie-break: earlier arrival, then lower id. Total, so every
 // policy is deterministic.
@@ -37,6 +37,7 @@ bool better(Policy policy, const Job* jobs, int a, int b, int holder) {
       if ((a == holder) != (b == holder)) return a == holder;
       return arrived_before(x, y);
     case Policy::kFair:
+    case Policy::kPack:
       return fairer(jobs, a, b, holder);
     case Policy::kSrtf:
       if (x.remaining_ns != y.remaining_ns) return x.remaining_ns < y.remaining_ns;
@@ -86,7 +87,8 @@ int pick_next(Policy policy, const Job* jobs, int count, int holder) {
 uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns) {
   switch (policy) {
     case Policy::kFifo: return kForever;
-    case Policy::kFair: return quantum_ns * (job.weight ? job.weight : 1);
+    case Policy::kFair:
+    case Policy::kPack: return quantum_ns * (job.weight ? job.weight : 1);
     case Policy::kSrtf:
     case Policy::kPriority: return quantum_ns;
   }

@@ -22,11 +22,15 @@
 
 namespace gshare::scheduler {
 
-enum class Policy : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4 };
+enum class Policy : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4, kPack = 5 };
+
+// Whether each lane (scheduler/lanes.h) has its own token: jobs of
+// different lanes then run at once.
+inline bool tokens_per_lane(Policy policy) { return policy == Policy::kPack; }
 
 inline constexpr uint64_t kForever = UINT64_MAX;  // no slice end, or no estimate
 
-// "fifo", "fair", "srtf", "priority".
+// "fifo", "fair", "srtf", "priority", "pack".
 const char* policy_name(Policy policy);
 // Case-insensitive; false for anything else.
 bool parse_policy(const char* text, Policy* out);
@@ -51,6 +55,7 @@ struct Job {
 //   srtf      the least remaining time (no estimate counts as longest);
 //             on a tie the holder keeps it
 //   priority  the highest priority; equal priorities share as fair does
+//   pack      as fair, among the jobs of one lane (the caller passes those)
 // Remaining ties go to the earlier arrival, then the lower id.
 int pick_next(Policy policy, const Job* jobs, int count, int holder);
 

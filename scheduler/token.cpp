@@ -25,6 +25,14 @@ Policy region_policy(const RegionHeader& h) {
   return policy_is_known(h.policy) ? Policy(h.policy) : Policy::kFair;
 }
 
+// The token a slot's job launches under: its lane's under pack, else the
+// GPU's one token.
+int token_index(const Region& r, int slot) {
+  if (!tokens_per_lane(region_policy(r.header))) return 0;
+  uint32_t lane = r.slots[slot].lane;
+  return lane < shm::kMaxLanes ? int(lane) : 0;
+}
+
 // srtf's estimate of the GPU time a job still needs. A job that gave its
 // iteration count but has not run long enough for its iteration time to be
 // measured counts as shortest for its first kProbeNs of GPU time: it gets a
@@ -51,13 +59,15 @@ struct JobTable {
   int index(int slot) const { return slot >= 0 ? index_of_slot[slot] : -1; }
 };
 
-void gather_locked(const Arbiter& arbiter, JobTable& t) {
+// The live jobs that compete for token `k`.
+void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   Region& r = *arbiter.region();
   t.count = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     t.index_of_slot[i] = -1;
     const Slot& s = r.slots[i];
     if (s.state != shm::kSlotLive || !arbiter.slot_is_live(int(i))) continue;
+    if (token_index(r, int(i)) != k) continue;
     Job& j = t.jobs[t.count];
     j.id = int(i);
     j.active = s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning;
@@ -71,15 +81,15 @@ void gather_locked(const Arbiter& arbiter, JobTable& t) {
   }
 }
 
-// The slot holding the token, or -1. A holder whose slot was freed or
+// The slot holding token `k`, or -1. A holder whose slot was freed or
 // reused since the grant holds nothing.
-int holder_slot_locked(const Arbiter& arbiter) {
-  RegionHeader& h = arbiter.region()->header;
-  if (h.holder == 0 || h.holder > kMaxSlots) return -1;
-  int slot = int(h.holder) - 1;
+int holder_slot_locked(const Arbiter& arbiter, int k) {
+  shm::Token& token = arbiter.region()->header.tokens[k];
+  if (token.holder == 0 || token.holder > kMaxSlots) return -1;
+  int slot = int(token.holder) - 1;
   const Slot& s = arbiter.region()->slots[slot];
-  if (s.state != shm::kSlotLive || s.generation != h.holder_generation) {
-    h.holder = 0;
+  if (s.state != shm::kSlotLive || s.generation != token.holder_generation) {
+    token.holder = 0;
     return -1;
   }
   return slot;
@@ -100,9 +110,9 @@ void add_share(Slot& s, uint64_t from, uint64_t to) {
   }
 }
 
-// Charges the holder for its token time up to `now`.
-void account_locked(Arbiter& arbiter, JobTable* table, uint64_t now) {
-  int slot = holder_slot_locked(arbiter);
+// Charges the holder of token `k` for its token time up to `now`.
+void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
+  int slot = holder_slot_locked(arbiter, k);
   if (slot < 0) return;
   Slot& s = arbiter.region()->slots[slot];
   if (now <= s.accounted_mono_ns) return;
@@ -133,16 +143,17 @@ void wake_waiters(RegionHeader& h) {
   shm::futex_wake_all(&h.token_futex);
 }
 
-// Gives the token to the job at `index`; the holder, if any, becomes
+// Gives token `k` to the job at `index`; the holder, if any, becomes
 // `old_holder_state`.
-void grant_locked(Arbiter& arbiter, JobTable& t, int index, shm::JobState old_holder_state,
+void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState old_holder_state,
                   uint64_t now) {
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
+  shm::Token& token = h.tokens[k];
   Policy policy = region_policy(h);
-  int old = holder_slot_locked(arbiter);
+  int old = holder_slot_locked(arbiter, k);
   if (old >= 0) {
-    account_locked(arbiter, &t, now);
+    account_locked(arbiter, k, &t, now);
     Slot& o = r.slots[old];
     o.gate.store(shm::kGateClosed, std::memory_order_release);
     o.job_state = old_holder_state;
@@ -155,64 +166,65 @@ void grant_locked(Arbiter& arbiter, JobTable& t, int index, shm::JobState old_ho
   s.job_state = shm::kJobRunning;
   s.accounted_mono_ns = now;
   s.granted++;
-  h.holder = uint32_t(job.id) + 1;
-  h.holder_generation = s.generation;
-  h.slice_start_mono_ns = now;
+  token.holder = uint32_t(job.id) + 1;
+  token.holder_generation = s.generation;
+  token.slice_start_mono_ns = now;
   uint64_t length = slice_length(policy, job, s.quantum_ns);
-  h.slice_end_mono_ns = length == kForever ? kForever : now + length;
+  token.slice_end_mono_ns = length == kForever ? kForever : now + length;
   if (old != job.id) h.handovers++;
   s.gate.store(open_gate_for(policy, t, job), std::memory_order_release);
   wake_waiters(h);
 }
 
-// The one place the token moves on a waiter's initiative. `holder_idle`:
-// the caller watched the holder stand still for its idle time.
-void decide_locked(Arbiter& arbiter, uint64_t now, bool holder_idle) {
+// The one place a token moves on a waiter's initiative. `holder_idle`:
+// the caller watched the holder of token `k` stand still for its idle time.
+void decide_locked(Arbiter& arbiter, int k, uint64_t now, bool holder_idle) {
   JobTable t;
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
+  shm::Token& token = h.tokens[k];
   Policy policy = region_policy(h);
-  gather_locked(arbiter, t);
-  account_locked(arbiter, &t, now);
-  int holder = holder_slot_locked(arbiter);
-  if (holder >= 0 && t.index(holder) < 0) holder = -1;  // dead, not yet reclaimed
+  gather_locked(arbiter, k, t);
+  account_locked(arbiter, k, &t, now);
+  int holder = holder_slot_locked(arbiter, k);
+  if (holder >= 0 && t.index(holder) < 0) holder = -1;  // dead, or moved to another lane
   if (holder >= 0 && holder_idle) {
     Slot& s = r.slots[holder];
     s.gate.store(shm::kGateClosed, std::memory_order_release);
     s.job_state = shm::kJobIdle;
     t.of_slot(holder)->active = false;
-    h.holder = 0;
+    token.holder = 0;
     holder = -1;
     wake_waiters(h);
   }
   if (holder < 0) {
     int next = pick_next(policy, t.jobs, t.count, -1);
-    if (next >= 0) grant_locked(arbiter, t, next, shm::kJobIdle, now);
+    if (next >= 0) grant_locked(arbiter, k, t, next, shm::kJobIdle, now);
     return;
   }
   int current = t.index(holder);
   int best = pick_next(policy, t.jobs, t.count, current);
   if (best != current && preempts_now(policy, t.jobs[current], t.jobs[best])) {
-    grant_locked(arbiter, t, best, shm::kJobWaiting, now);
+    grant_locked(arbiter, k, t, best, shm::kJobWaiting, now);
     return;
   }
   Slot& s = r.slots[holder];
   uint32_t gate = s.gate.load(std::memory_order_relaxed);
-  if (now >= h.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
+  if (now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
     // A holder inside a sync that ends an iteration has all its work
     // queued: under overlap the next job starts now, beside its tail.
     bool at_boundary = s.boundary_waits.load(std::memory_order_relaxed) != 0 &&
                        s.handover_mode == shm::kHandoverOverlap;
     if (best != current && at_boundary) {
-      grant_locked(arbiter, t, best, shm::kJobWaiting, now);
+      grant_locked(arbiter, k, t, best, shm::kJobWaiting, now);
       return;
     }
     if (best != current) {
       gate |= shm::kGateYield;
     } else {
       uint64_t length = slice_length(policy, t.jobs[current], s.quantum_ns);
-      h.slice_start_mono_ns = now;
-      h.slice_end_mono_ns = length == kForever ? kForever : now + length;
+      token.slice_start_mono_ns = now;
+      token.slice_end_mono_ns = length == kForever ? kForever : now + length;
     }
   }
   // A higher-priority job may have come or gone since the grant.
@@ -252,19 +264,19 @@ struct HolderWatch {
   }
 };
 
-// The holder's slot as the header names it; a racy read, only a hint: what
+// The holder's slot as the token names it; a racy read, only a hint: what
 // counts is decided under the lock.
-int holder_hint(const RegionHeader& h) {
-  uint32_t field = h.holder;
+int holder_hint(const shm::Token& token) {
+  uint32_t field = token.holder;
   return field >= 1 && field <= kMaxSlots ? int(field) - 1 : -1;
 }
 
 // The holder's slice is over and nobody has asked it to yield yet. A
 // holder that is draining (gate closed) or already asked needs no second
 // decision.
-bool slice_end_unasked(const RegionHeader& h, const Slot& holder, uint64_t now) {
+bool slice_end_unasked(const shm::Token& token, const Slot& holder, uint64_t now) {
   uint32_t gate = holder.gate.load(std::memory_order_relaxed);
-  return now >= h.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield);
+  return now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield);
 }
 
 // The job wants the token: it becomes active (waiting) if it was idle.
@@ -273,7 +285,7 @@ void mark_waiting_locked(Arbiter& arbiter, uint64_t now) {
   Slot& me = r.slots[arbiter.own_slot()];
   if (me.job_state != shm::kJobIdle) return;
   JobTable t;
-  gather_locked(arbiter, t);
+  gather_locked(arbiter, token_index(r, arbiter.own_slot()), t);
   int index = t.index(arbiter.own_slot());
   if (index >= 0) {
     activate(region_policy(r.header), t.jobs, t.count, index);
@@ -331,37 +343,41 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
                 policy_name(asked), gpu_uuid, policy_name(running), policy_name(running));
 }
 
-void wait_for_token(Arbiter& arbiter) {
+void wait_for_token(Arbiter& arbiter, void (*while_waiting)()) {
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
-  Slot& me = r.slots[arbiter.own_slot()];
+  const int own = arbiter.own_slot();
+  Slot& me = r.slots[own];
   HolderWatch watch;
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
     if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) return;
+    if (while_waiting) while_waiting();
     uint64_t now = shm::mono_now_ns();
+    // Lanes may be re-formed while we wait: look up our token every time.
+    const shm::Token& token = h.tokens[token_index(r, own)];
     // A waiter found idle (its grant came while it slept) asks again.
     bool decide = first || me.job_state == shm::kJobIdle;
     bool idle = false;
     uint64_t idle_left = kMaxSleepNs;
-    int holder = holder_hint(h);
+    int holder = holder_hint(token);
     if (holder < 0 || !arbiter.slot_is_live(holder)) {
       decide = true;
-    } else if (holder != arbiter.own_slot()) {
+    } else if (holder != own) {
       idle = watch.idle(holder, r.slots[holder], now, &idle_left);
-      decide = decide || idle || slice_end_unasked(h, r.slots[holder], now);
+      decide = decide || idle || slice_end_unasked(token, r.slots[holder], now);
     }
     if (decide) {
       arbiter.update([&] {
         mark_waiting_locked(arbiter, now);
-        decide_locked(arbiter, now, idle);
+        decide_locked(arbiter, token_index(r, own), now, idle);
       });
     }
     // Sleep until the holder's slice ends (the decision may have renewed
     // it), it would count as idle, or the token moves (the futex word
     // changes: a decision that moved it returns at once).
     uint64_t sleep = std::min(kMaxSleepNs, idle_left);
-    uint64_t slice_end = h.slice_end_mono_ns;
+    uint64_t slice_end = token.slice_end_mono_ns;
     if (slice_end > now) sleep = std::min(sleep, slice_end - now);
     shm::futex_wait(&h.token_futex, seen, std::max(sleep, kMinSleepNs));
   }
@@ -375,17 +391,18 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
   bool must_drain = false;
   auto hand_over = [&](bool drained) {
     uint64_t now = shm::mono_now_ns();
-    if (holder_slot_locked(arbiter) != own) return;
+    int k = token_index(r, own);
+    if (holder_slot_locked(arbiter, k) != own) return;
     Policy policy = region_policy(r.header);
-    gather_locked(arbiter, t);
-    account_locked(arbiter, &t, now);
+    gather_locked(arbiter, k, t);
+    account_locked(arbiter, k, &t, now);
     int current = t.index(own);
     int next = pick_next(policy, t.jobs, t.count, current);
     if (next < 0 || next == current) {
       // Nobody else should run: a new slice, no handover.
       uint64_t length = slice_length(policy, t.jobs[current], me.quantum_ns);
-      r.header.slice_start_mono_ns = now;
-      r.header.slice_end_mono_ns = length == kForever ? kForever : now + length;
+      r.header.tokens[k].slice_start_mono_ns = now;
+      r.header.tokens[k].slice_end_mono_ns = length == kForever ? kForever : now + length;
       me.gate.store(open_gate_for(policy, t, t.jobs[current]), std::memory_order_release);
       return;
     }
@@ -394,7 +411,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
       must_drain = true;
       return;
     }
-    grant_locked(arbiter, t, next, shm::kJobWaiting, now);
+    grant_locked(arbiter, k, t, next, shm::kJobWaiting, now);
   };
   arbiter.update([&] { hand_over(false); });
   if (!must_drain) return;
@@ -404,15 +421,33 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
   arbiter.update([&] { hand_over(true); });
 }
 
+// Makes the holder inactive and gives its token to the next job, or to
+// nobody. Under the lock.
+static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current, uint64_t now) {
+  t.jobs[current].active = false;
+  int next = pick_next(region_policy(arbiter.region()->header), t.jobs, t.count, -1);
+  if (next >= 0) {
+    grant_locked(arbiter, k, t, next, shm::kJobIdle, now);
+    return;
+  }
+  Region& r = *arbiter.region();
+  Slot& me = r.slots[arbiter.own_slot()];
+  account_locked(arbiter, k, &t, now);
+  me.gate.store(shm::kGateClosed, std::memory_order_release);
+  me.job_state = shm::kJobIdle;
+  r.header.tokens[k].holder = 0;
+  wake_waiters(r.header);
+}
+
 void lend_while_idle(Arbiter& arbiter) {
   JobTable t;
   Region& r = *arbiter.region();
   int own = arbiter.own_slot();
   if (region_policy(r.header) != Policy::kPriority) return;
   arbiter.update([&] {
-    if (holder_slot_locked(arbiter) != own) return;
+    if (holder_slot_locked(arbiter, 0) != own) return;
     uint64_t now = shm::mono_now_ns();
-    gather_locked(arbiter, t);
+    gather_locked(arbiter, 0, t);
     int current = t.index(own);
     if (current < 0) return;
     // Only to lower priorities: equal ones take turns by slices as usual.
@@ -423,15 +458,60 @@ void lend_while_idle(Arbiter& arbiter) {
     t.jobs[current].active = false;
     int next = pick_next(Policy::kPriority, t.jobs, t.count, -1);
     if (next < 0) return;  // nobody waits: keep it
-    grant_locked(arbiter, t, next, shm::kJobIdle, now);
+    grant_locked(arbiter, 0, t, next, shm::kJobIdle, now);
+  });
+}
+
+void step_aside(Arbiter& arbiter) {
+  JobTable t;
+  Region& r = *arbiter.region();
+  int own = arbiter.own_slot();
+  arbiter.update([&] {
+    int k = token_index(r, own);
+    Slot& me = r.slots[own];
+    if (holder_slot_locked(arbiter, k) != own) {
+      if (me.job_state == shm::kJobWaiting) me.job_state = shm::kJobIdle;
+      return;
+    }
+    gather_locked(arbiter, k, t);
+    int current = t.index(own);
+    if (current >= 0) step_aside_locked(arbiter, k, t, current, shm::mono_now_ns());
   });
 }
 
 void account_token_time(Arbiter& arbiter) {
   arbiter.update([&] {
-    if (holder_slot_locked(arbiter) == arbiter.own_slot())
-      account_locked(arbiter, nullptr, shm::mono_now_ns());
+    int k = token_index(*arbiter.region(), arbiter.own_slot());
+    if (holder_slot_locked(arbiter, k) == arbiter.own_slot())
+      account_locked(arbiter, k, nullptr, shm::mono_now_ns());
   });
+}
+
+bool holds_token(const Arbiter& arbiter) {
+  const Region& r = *arbiter.region();
+  int own = arbiter.own_slot();
+  const shm::Token& token = r.header.tokens[token_index(r, own)];
+  return token.holder == uint32_t(own) + 1 && token.holder_generation == r.slots[own].generation;
+}
+
+const shm::Token& own_token(const Arbiter& arbiter) {
+  const Region& r = *arbiter.region();
+  return r.header.tokens[token_index(r, arbiter.own_slot())];
+}
+
+void release_moved_tokens_locked(Arbiter& arbiter) {
+  Region& r = *arbiter.region();
+  for (uint32_t k = 0; k < shm::kMaxLanes; ++k) {
+    int holder = holder_slot_locked(arbiter, int(k));
+    if (holder < 0 || token_index(r, holder) == int(k)) continue;
+    account_locked(arbiter, int(k), nullptr, shm::mono_now_ns());
+    Slot& s = r.slots[holder];
+    s.gate.store(shm::kGateClosed, std::memory_order_release);
+    s.job_state = shm::kJobWaiting;
+    s.wait_since_mono_ns = shm::mono_now_ns();
+    r.header.tokens[k].holder = 0;
+    wake_waiters(r.header);
+  }
 }
 
 }  // namespace gshare::scheduler

@@ -46,8 +46,10 @@ JobSettings job_settings(const Options& options);
 // gets one warning naming both.
 void join_token(shm::Arbiter& arbiter, const JobSettings& settings, const char* gpu_uuid);
 
-// Blocks until this job holds the token.
-void wait_for_token(shm::Arbiter& arbiter);
+// Blocks until this job holds its token (the GPU's, or its lane's under
+// pack). `while_waiting`, if given, runs at every wake-up: a waiter answers
+// requests to give back cached memory (allocator/admission.h).
+void wait_for_token(shm::Arbiter& arbiter, void (*while_waiting)() = nullptr);
 
 // The holder is at a point where it may hand over (its slice is over, and it
 // is at an iteration boundary or past the slice's limit). Gives the token to
@@ -58,6 +60,22 @@ void end_slice(shm::Arbiter& arbiter, void (*drain)());
 // The holder's work is drained (a host sync returned). Under priority it
 // lends the GPU to a waiting lower-priority job until it launches again.
 void lend_while_idle(shm::Arbiter& arbiter);
+
+// The job cannot go on (it waits for memory held by a job that must run to
+// free it): it stops competing for its token and hands it on if it holds
+// it. It competes again at its next wait_for_token.
+void step_aside(shm::Arbiter& arbiter);
+
+// Whether this job holds its token now (a racy read: for decisions the
+// owner alone makes about itself).
+bool holds_token(const shm::Arbiter& arbiter);
+
+// The token this job launches under.
+const shm::Token& own_token(const shm::Arbiter& arbiter);
+
+// After lanes were re-formed under pack: a holder whose lane changed gives
+// its old lane's token back and waits for its new lane's. Under the lock.
+void release_moved_tokens_locked(shm::Arbiter& arbiter);
 
 // Counts the holder's token time so far: gshare-top's share and fair's
 // clock stay current during a long slice. Called by the upkeep thread.

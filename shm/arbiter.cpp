@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "scheduler/lanes.h"
+#include "scheduler/policy.h"
 #include "shm/futex.h"
 #include "shm/liveness.h"
 #include "shm/robust_mutex.h"
@@ -12,6 +14,72 @@ namespace gshare::shm {
 namespace {
 
 uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+// P: what stays resident across iterations.
+uint64_t persistent_of(const Slot& s) { return s.context_bytes + s.persistent_bytes; }
+// What the job holds beyond P: ephemeral memory, in use or cached.
+uint64_t ephemeral_now(const Slot& s) { return saturating_sub(s.reserved_bytes, persistent_of(s)); }
+// E as the condition counts it: the learned peak, or more if it holds more now.
+uint64_t ephemeral_of(const Slot& s) {
+  uint64_t now = ephemeral_now(s);
+  return s.ephemeral_bytes > now ? s.ephemeral_bytes : now;
+}
+
+void wake_all(RegionHeader& h) {
+  h.token_futex.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&h.token_futex);
+}
+
+// The live jobs' figures for the lane planner, with `own` (if >= 0) taking
+// `own_p`/`own_e` instead of its slot's. Slots of dead owners not yet
+// reclaimed still count: over-counting is safe, and reclaim comes soon.
+int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
+                     scheduler::LaneJob* jobs) {
+  int n = 0;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (s.state != kSlotLive) continue;
+    scheduler::LaneJob& j = jobs[n++];
+    j.id = int(i);
+    j.persistent = int(i) == own ? own_p : persistent_of(s);
+    j.ephemeral = int(i) == own ? own_e : ephemeral_of(s);
+    j.lane = s.lane < kMaxLanes ? int(s.lane) : scheduler::kNoLane;
+  }
+  return n;
+}
+
+bool tokens_follow_lanes(const RegionHeader& h) {
+  return scheduler::policy_is_known(h.policy) &&
+         scheduler::tokens_per_lane(scheduler::Policy(h.policy));
+}
+
+// Writes a plan's lanes back. Under pack a holder moved to another lane
+// gives its old lane's token back and waits for its new one.
+void apply_lanes(Region& r, const scheduler::LaneJob* jobs, int n,
+                 const scheduler::LanePlan& plan) {
+  RegionHeader& h = r.header;
+  bool moved = false;
+  for (int k = 0; k < n; ++k) {
+    Slot& s = r.slots[jobs[k].id];
+    uint32_t lane = jobs[k].lane >= 0 ? uint32_t(jobs[k].lane) : kNoLane;
+    if (s.lane != lane) moved = true;
+    s.lane = lane;
+  }
+  h.safety_bytes = plan.safety_bytes;
+  h.lane_count = uint32_t(plan.lane_count);
+  if (!moved || !tokens_follow_lanes(h)) return;
+  for (uint32_t k = 0; k < kMaxLanes; ++k) {
+    Token& token = h.tokens[k];
+    if (token.holder == 0 || token.holder > kMaxSlots) continue;
+    Slot& s = r.slots[token.holder - 1];
+    if (s.lane == k) continue;
+    s.gate.store(kGateClosed, std::memory_order_release);
+    s.job_state = kJobWaiting;
+    s.wait_since_mono_ns = mono_now_ns();
+    token.holder = 0;
+  }
+  wake_all(h);
+}
 
 void repair_callback(void* arbiter) { static_cast<Arbiter*>(arbiter)->repair_locked(); }
 
@@ -45,6 +113,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.attach_unix_ns = unix_now_ns();
     snprintf(s.command, sizeof s.command, "%s", who.command ? who.command : "?");
     s.quota_bytes = who.quota_bytes;
+    s.lane = kNoLane;
     s.gate.store(kGateClosed, std::memory_order_relaxed);
     s.gpu_waits.store(0, std::memory_order_relaxed);
     s.boundary_waits.store(0, std::memory_order_relaxed);
@@ -66,11 +135,23 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
 static void drop_token_locked(RegionHeader& h, Slot& s, int index) {
   s.gate.store(kGateClosed, std::memory_order_relaxed);
   s.job_state = kJobIdle;
-  if (h.holder != uint32_t(index) + 1) return;
-  h.holder = 0;
-  h.slice_end_mono_ns = 0;
+  bool held = false;
+  for (Token& token : h.tokens) {
+    if (token.holder != uint32_t(index) + 1) continue;
+    token.holder = 0;
+    token.slice_end_mono_ns = 0;
+    held = true;
+  }
+  if (!held) return;
   h.token_futex.fetch_add(1, std::memory_order_release);
   futex_wake_all(&h.token_futex);
+}
+
+// Whether slot `index` holds any token.
+static bool holds_a_token(const RegionHeader& h, uint32_t index) {
+  for (const Token& token : h.tokens)
+    if (token.holder == index + 1) return true;
+  return false;
 }
 
 bool Arbiter::slot_is_live(int index) const {
@@ -85,8 +166,14 @@ void Arbiter::free_slot_locked(int index) {
   drop_token_locked(h, s, index);
   h.reserved_bytes = saturating_sub(h.reserved_bytes, s.reserved_bytes);
   s.reserved_bytes = s.allocated_bytes = s.context_bytes = 0;
+  s.persistent_bytes = s.ephemeral_bytes = 0;
   s.allocation_count = 0;
+  s.lane = kNoLane;
   s.state = kSlotFree;
+  // Its lane place is free: the others may spread into more lanes, and
+  // whoever waits for memory looks again.
+  place_lanes_locked(true, nullptr);
+  wake_all(h);
 }
 
 void Arbiter::release_slot() {
@@ -100,38 +187,83 @@ void Arbiter::release_slot() {
   own_slot_ = -1;
 }
 
-ReserveResult Arbiter::reserve(uint64_t bytes) {
+ReserveResult Arbiter::reserve(uint64_t bytes, MemoryClass kind) {
   if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
-  ReserveResult result = reserve_locked(bytes, 0);
+  ReserveResult result = reserve_locked(bytes, 0, kind);
   unlock();
   return result;
 }
 
-ReserveResult Arbiter::reserve_allocation(uint64_t bytes) {
+ReserveResult Arbiter::reserve_allocation(uint64_t bytes, MemoryClass kind) {
   if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
-  ReserveResult result = reserve_locked(bytes, 1);
+  ReserveResult result = reserve_locked(bytes, 1, kind);
   unlock();
   return result;
+}
+
+bool Arbiter::place_lanes_locked(bool widen, uint64_t* short_bytes) {
+  Region& r = *file_.region;
+  scheduler::LaneJob jobs[kMaxSlots];
+  int n = gather_lane_jobs(r, -1, 0, 0, jobs);
+  scheduler::LanePlan plan =
+      widen ? scheduler::widen_lanes(jobs, n, r.header.capacity_bytes, int(kMaxLanes))
+            : scheduler::place_jobs(jobs, n, r.header.capacity_bytes, int(kMaxLanes));
+  if (short_bytes) *short_bytes = plan.short_bytes;
+  if (plan.fits) apply_lanes(r, jobs, n, plan);
+  return plan.fits;
+}
+
+void Arbiter::wake_memory_waiters_locked() {
+  if (file_.region->header.memory_waiters != 0) wake_all(file_.region->header);
 }
 
 // With `allocations` > 0 the granted bytes also count as allocated at once.
-ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations) {
-  RegionHeader& h = file_.region->header;
-  Slot& s = file_.region->slots[own_slot_];
+// The order of the checks is the order of the answers: the quota (the job's
+// own limit, final), the safety condition (wait for others to shrink or
+// leave), then the bytes really free now (wait for a turn).
+ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind) {
+  Region& r = *file_.region;
+  RegionHeader& h = r.header;
+  Slot& s = r.slots[own_slot_];
+  const bool persistent = kind == MemoryClass::kPersistent;
   ReserveResult result{ReserveStatus::kGranted, 0, 0};
+  // This job's P and E once the bytes are granted.
+  uint64_t p = persistent_of(s) + (persistent ? bytes : 0);
+  uint64_t e_now = saturating_sub(s.reserved_bytes + bytes, p);
+  uint64_t e = s.ephemeral_bytes > e_now ? s.ephemeral_bytes : e_now;
+  bool grows = s.lane >= kMaxLanes || p > persistent_of(s) || e > ephemeral_of(s);
+  scheduler::LaneJob jobs[kMaxSlots];
+  int n = 0;
+  scheduler::LanePlan plan;
   if (bytes > s.quota_bytes || s.reserved_bytes > s.quota_bytes - bytes) {
     result = {ReserveStatus::kOverQuota, s.quota_bytes, s.reserved_bytes};
   } else {
-    bool fits = bytes <= h.capacity_bytes && h.reserved_bytes <= h.capacity_bytes - bytes;
-    // Before saying no, give back what dead processes still hold.
-    if (!fits && reclaim_dead_slots_locked() > 0)
-      fits = h.reserved_bytes <= h.capacity_bytes - bytes;
-    if (!fits) result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
+    if (grows) {
+      n = gather_lane_jobs(r, own_slot_, p, e, jobs);
+      plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
+      // Before saying no, give back what dead processes still hold.
+      if (!plan.fits && reclaim_dead_slots_locked() > 0) {
+        n = gather_lane_jobs(r, own_slot_, p, e, jobs);
+        plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
+      }
+      if (!plan.fits)
+        result = {ReserveStatus::kInadmissible, h.capacity_bytes, h.capacity_bytes + plan.short_bytes};
+    }
+    if (result.status == ReserveStatus::kGranted) {
+      bool fits = bytes <= h.capacity_bytes && h.reserved_bytes <= h.capacity_bytes - bytes;
+      if (!fits && reclaim_dead_slots_locked() > 0)
+        fits = h.reserved_bytes <= h.capacity_bytes - bytes;
+      if (!fits) result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
+    }
   }
   WriteSection write(h);
+  if (grows && plan.fits) apply_lanes(r, jobs, n, plan);
   if (result.status == ReserveStatus::kGranted) {
     s.reserved_bytes += bytes;
     h.reserved_bytes += bytes;
+    if (persistent) s.persistent_bytes += bytes;
+    if (e > s.ephemeral_bytes && s.class_iterations < 2) s.ephemeral_bytes = e;
+    if (e_now > s.iteration_peak_bytes) s.iteration_peak_bytes = e_now;
     if (allocations > 0) {
       s.allocated_bytes += bytes;
       s.allocation_count += allocations;
@@ -154,7 +286,7 @@ void Arbiter::commit(uint64_t bytes, uint32_t allocations) {
   unlock();
 }
 
-void Arbiter::rollback(uint64_t bytes) {
+void Arbiter::rollback(uint64_t bytes, MemoryClass kind) {
   if (own_slot_ < 0 || !lock()) return;
   RegionHeader& h = file_.region->header;
   Slot& s = file_.region->slots[own_slot_];
@@ -162,11 +294,13 @@ void Arbiter::rollback(uint64_t bytes) {
     WriteSection write(h);
     s.reserved_bytes = saturating_sub(s.reserved_bytes, bytes);
     h.reserved_bytes = saturating_sub(h.reserved_bytes, bytes);
+    if (kind == MemoryClass::kPersistent) s.persistent_bytes = saturating_sub(s.persistent_bytes, bytes);
+    wake_memory_waiters_locked();
   }
   unlock();
 }
 
-void Arbiter::release(uint64_t bytes, uint32_t allocations) {
+void Arbiter::release(uint64_t bytes, uint32_t allocations, MemoryClass kind) {
   if (own_slot_ < 0 || !lock()) return;
   RegionHeader& h = file_.region->header;
   Slot& s = file_.region->slots[own_slot_];
@@ -176,6 +310,8 @@ void Arbiter::release(uint64_t bytes, uint32_t allocations) {
     s.allocated_bytes = saturating_sub(s.allocated_bytes, bytes);
     s.allocation_count = saturating_sub(s.allocation_count, allocations);
     h.reserved_bytes = saturating_sub(h.reserved_bytes, bytes);
+    if (kind == MemoryClass::kPersistent) s.persistent_bytes = saturating_sub(s.persistent_bytes, bytes);
+    wake_memory_waiters_locked();
   }
   unlock();
 }
@@ -190,6 +326,7 @@ void Arbiter::force_charge(uint64_t bytes) {
     s.allocated_bytes += bytes;
     h.reserved_bytes += bytes;
     if (s.reserved_bytes > s.peak_reserved_bytes) s.peak_reserved_bytes = s.reserved_bytes;
+    if (ephemeral_now(s) > s.iteration_peak_bytes) s.iteration_peak_bytes = ephemeral_now(s);
   }
   unlock();
 }
@@ -264,20 +401,28 @@ void Arbiter::repair_locked() {
       drop_token_locked(h, s, int(i));
       s.state = kSlotFree;
       s.reserved_bytes = s.allocated_bytes = s.context_bytes = 0;
+      s.persistent_bytes = s.ephemeral_bytes = 0;
+      s.lane = kNoLane;
       h.reclaimed_slots++;
       continue;
     }
-    // Only the holder's gate may be open; a garbage job state reads as idle.
-    if (h.holder != i + 1) s.gate.store(kGateClosed, std::memory_order_relaxed);
-    if (s.job_state > kJobRunning || (s.job_state == kJobRunning && h.holder != i + 1))
+    // Only a holder's gate may be open; a garbage job state reads as idle.
+    bool holder = holds_a_token(h, i);
+    if (!holder) s.gate.store(kGateClosed, std::memory_order_relaxed);
+    if (s.job_state > kJobRunning || (s.job_state == kJobRunning && !holder))
       s.job_state = kJobIdle;
+    if (s.lane >= kMaxLanes) s.lane = kNoLane;
+    if (s.admission > kWaitingForMemory) s.admission = kAdmitted;
     uint64_t floor = s.allocated_bytes + s.context_bytes;
     if (s.reserved_bytes < floor) s.reserved_bytes = floor;
+    if (persistent_of(s) > s.reserved_bytes) s.persistent_bytes = s.reserved_bytes - s.context_bytes;
     total += s.reserved_bytes;
   }
   h.reserved_bytes = total;
-  if (h.holder > kMaxSlots || (h.holder != 0 && file_.region->slots[h.holder - 1].state != kSlotLive))
-    h.holder = 0;
+  for (Token& token : h.tokens)
+    if (token.holder > kMaxSlots ||
+        (token.holder != 0 && file_.region->slots[token.holder - 1].state != kSlotLive))
+      token.holder = 0;
   // Whoever waits re-decides who holds the token.
   h.token_futex.fetch_add(1, std::memory_order_release);
   futex_wake_all(&h.token_futex);

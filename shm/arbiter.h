@@ -7,10 +7,14 @@
 //   commit    reserved bytes became a real allocation
 //   rollback  the driver refused; give the reservation back
 //   release   a committed allocation was freed
+//   lanes     reserve also checks the safety condition with this job's P and
+//             E after the allocation, and places jobs in lanes
+//             (scheduler/lanes.h)
 //
 // Invariant (checked by is_valid, restored by repair):
 //   header.reserved == Σ live slots' reserved
 //   slot.reserved   >= slot.allocated + slot.context
+//   slot.reserved   >= slot.context + slot.persistent (P)
 #pragma once
 
 #include <cstddef>
@@ -29,13 +33,23 @@ struct SlotIdentity {
   uint64_t quota_bytes;
 };
 
-enum class ReserveStatus { kGranted, kOverQuota, kOverCapacity, kArbiterBroken };
+enum class ReserveStatus {
+  kGranted,
+  kOverQuota,      // this process's quota: refused at once
+  kOverCapacity,   // the bytes are held by others now (a turn, or cached memory to give back)
+  kInadmissible,   // the safety condition would fail (scheduler/lanes.h)
+  kArbiterBroken,
+};
 
 struct ReserveResult {
   ReserveStatus status;
   uint64_t limit_bytes;    // the quota or C that said no
-  uint64_t in_use_bytes;   // what was already reserved against that limit
+  uint64_t in_use_bytes;   // what was already reserved (or, kInadmissible, the condition's sum) against it
 };
+
+// Whether reserved bytes are persistent (allocator/classifier.h): they then
+// count in P; everything else a job reserves is ephemeral.
+enum class MemoryClass { kEphemeral, kPersistent };
 
 class Arbiter {
  public:
@@ -57,15 +71,16 @@ class Arbiter {
   // parent still owns it, calls this.
   void forget_slot() { own_slot_ = -1; }
 
-  ReserveResult reserve(uint64_t bytes);
+  ReserveResult reserve(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
   // reserve + commit under one lock, for an allocation whose size is known
   // before the driver call; `release` undoes it if the driver then fails.
-  ReserveResult reserve_allocation(uint64_t bytes);
+  ReserveResult reserve_allocation(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
   // `allocations` is how many ledger entries the bytes belong to: pool
   // growth is charged with 0, a block served from a pool with 0 bytes and 1.
   void commit(uint64_t bytes, uint32_t allocations = 1);  // +allocated
-  void rollback(uint64_t bytes);                           // -reserved
-  void release(uint64_t bytes, uint32_t allocations = 1); // -reserved, -allocated
+  void rollback(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);  // -reserved
+  void release(uint64_t bytes, uint32_t allocations = 1,
+               MemoryClass kind = MemoryClass::kEphemeral);  // -reserved, -allocated
   // Charges bytes the driver has already spent without asking (a stream-
   // ordered pool grew past its reservation): no limit check, may overshoot.
   void force_charge(uint64_t bytes);
@@ -93,6 +108,15 @@ class Arbiter {
     return true;
   }
 
+  // Lanes (scheduler/lanes.h), under the lock (inside update()): places
+  // every live job so that the safety condition holds, or reports by how
+  // much it fails. `widen` also re-forms into more lanes when more fit.
+  // Under pack a holder whose lane changed gives its token back.
+  bool place_lanes_locked(bool widen, uint64_t* short_bytes);
+
+  // Wakes the jobs blocked in an allocation, if any: memory was given back.
+  void wake_memory_waiters_locked();
+
   // Whether slot `index` is owned by a live process (ours always is).
   bool slot_is_live(int index) const;
 
@@ -112,7 +136,7 @@ class Arbiter {
     ~WriteSection() { header.seq.fetch_add(1, std::memory_order_release); }
     RegionHeader& header;
   };
-  ReserveResult reserve_locked(uint64_t bytes, uint32_t allocations);
+  ReserveResult reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind);
   bool lock();
   void unlock();
   int reclaim_dead_slots_locked();

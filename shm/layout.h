@@ -39,10 +39,15 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
+// Lanes (scheduler/lanes.h): groups of jobs that take turns with one
+// ephemeral space. Under pack each lane has its own launch token; under the
+// other policies every job uses token 0.
+inline constexpr uint32_t kMaxLanes = 16;
+inline constexpr uint32_t kNoLane = UINT32_MAX;
 
 enum SlotState : uint32_t {
   kSlotFree = 0,
@@ -78,12 +83,19 @@ enum IterationSource : uint32_t {
   kIterationsFromLaunches = 2,  // a repeating pattern of launched functions
 };
 
+// Where a job stands with memory admission (allocator/admission.h).
+enum AdmissionState : uint32_t {
+  kAdmitted = 0,
+  kWaitingForAdmission = 1,  // the safety condition would fail: waits for others to shrink or leave
+  kWaitingForMemory = 2,     // the condition holds, but the bytes are still held by others (a turn)
+};
+
 // The last 10 s of token time, in one-second buckets: bucket s % 10 holds
 // the microseconds held during monotonic second s (stamped, so stale buckets
 // read as zero). gshare-top's "share of GPU time".
 inline constexpr int kShareSeconds = 10;
 
-// One process on one GPU. 512 bytes: the owner-written counters and the gate
+// One process on one GPU. 576 bytes: the owner-written counters and the gate
 // sit on their own cache line, so launches never share a line with fields
 // that other processes write under the lock.
 struct alignas(64) Slot {
@@ -104,7 +116,24 @@ struct alignas(64) Slot {
   uint64_t peak_reserved_bytes;
   uint64_t allocation_count; // live allocations in the ledger
   uint64_t denied_count;     // allocations refused (quota or capacity)
-  uint64_t padding0[2];
+
+  // --- memory classes, lanes and admission: written under the lock ---
+  // P = context_bytes + persistent_bytes; the rest of reserved_bytes is
+  // ephemeral (allocator/classifier.h).
+  uint64_t persistent_bytes;   // live allocations classified persistent
+  uint64_t ephemeral_bytes;    // E: peak ephemeral bytes per iteration, learned
+  uint64_t iteration_peak_bytes;  // peak of reserved - P since the last boundary
+  uint32_t class_iterations;   // iteration boundaries classified: provisional while < 2
+  uint32_t lane;               // kNoLane before the job is placed
+  uint32_t admission;          // AdmissionState
+  uint32_t release_requests;   // bumped by a job that needs this job's cached memory back
+  uint64_t admission_since_mono_ns;  // start of the current admission wait; 0: none
+  uint64_t admission_bytes;    // the allocation that waits
+  uint64_t admission_short_bytes;    // by how much it does not fit
+  uint64_t admission_waits;    // waits so far (admission and memory)
+  uint64_t released_bytes;     // bytes this job gave back on request, in total
+  uint32_t release_acks;       // release_requests answered (owner)
+  uint32_t padding0;
 
   // --- scheduling: written under the lock ---
   uint32_t job_state;        // JobState
@@ -143,7 +172,15 @@ struct alignas(64) Slot {
   uint32_t padding2;
   uint64_t padding1[9];
 };
-static_assert(sizeof(Slot) == 512, "Slot layout changed: bump kLayoutVersion");
+static_assert(sizeof(Slot) == 576, "Slot layout changed: bump kLayoutVersion");
+
+// A launch token: who holds it and its current slice.
+struct Token {
+  uint32_t holder;             // slot index + 1; 0: nobody holds the token
+  uint32_t holder_generation;  // the holder slot's generation when granted
+  uint64_t slice_start_mono_ns;
+  uint64_t slice_end_mono_ns;  // when the policy looks again; UINT64_MAX: never
+};
 
 struct alignas(64) RegionHeader {
   // --- identity: written by the creator before the file is published ---
@@ -171,16 +208,18 @@ struct alignas(64) RegionHeader {
   // --- the launch token: written under the lock ---
   // Waiters sleep on token_futex (FUTEX_WAIT on the shared mapping); it is
   // bumped, and everyone woken, whenever the holder or a gate changes.
+  // Memory waiters (allocator/admission.h) sleep on it too: it is bumped
+  // when memory is given back while someone waits for it.
   alignas(64) std::atomic<uint32_t> token_futex;
   uint32_t policy;             // scheduler::Policy; set by the first live process
-  uint32_t holder;             // slot index + 1; 0: nobody holds the token
-  uint32_t holder_generation;  // the holder slot's generation when granted
-  uint64_t slice_start_mono_ns;
-  uint64_t slice_end_mono_ns;  // when the policy looks again; UINT64_MAX: never
-  uint64_t handovers;          // times the token changed hands
-  uint64_t padding2[3];
+  uint64_t handovers;          // times a token changed hands
+  uint32_t memory_waiters;     // jobs blocked in an allocation: frees wake them
+  uint32_t lane_count;         // lanes with members
+  uint64_t safety_bytes;       // Σ P + Σ_lanes max E over live jobs (scheduler/lanes.h)
+  uint64_t padding2[4];
+  Token tokens[kMaxLanes];     // [0] only, except under pack: one per lane
 };
-static_assert(sizeof(RegionHeader) == 320, "RegionHeader layout changed: bump kLayoutVersion");
+static_assert(sizeof(RegionHeader) == 704, "RegionHeader layout changed: bump kLayoutVersion");
 
 struct Region {
   RegionHeader header;

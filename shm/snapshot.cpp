@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "scheduler/lanes.h"
 #include "scheduler/policy.h"
 #include "shm/liveness.h"
 #include "shm/region.h"
@@ -64,6 +65,63 @@ const char* iteration_source_name(uint32_t source) {
   return "unknown";
 }
 
+const char* admission_name(uint32_t state) {
+  switch (state) {
+    case kWaitingForAdmission: return "waiting for admission";
+    case kWaitingForMemory: return "waiting for memory";
+  }
+  return "admitted";
+}
+
+void copy_memory_classes(const Slot& s, uint64_t now_mono_ns, ProcessSnapshot* p) {
+  p->persistent_bytes = s.context_bytes + s.persistent_bytes;
+  uint64_t ephemeral_now = s.reserved_bytes > p->persistent_bytes ? s.reserved_bytes - p->persistent_bytes : 0;
+  p->ephemeral_bytes = std::max(s.ephemeral_bytes, ephemeral_now);
+  p->class_iterations = s.class_iterations;
+  p->memory_provisional = s.class_iterations < 2;
+  p->lane = s.lane < kMaxLanes ? int32_t(s.lane) : -1;
+  p->admission = admission_name(s.admission);
+  p->admission_wait_ns = s.admission != kAdmitted ? elapsed_since(s.admission_since_mono_ns, now_mono_ns) : 0;
+  p->admission_bytes = s.admission != kAdmitted ? s.admission_bytes : 0;
+  p->admission_short_bytes = s.admission != kAdmitted ? s.admission_short_bytes : 0;
+  p->admission_waits = s.admission_waits;
+  p->released_bytes = s.released_bytes;
+}
+
+// Lanes and the condition's sum, recomputed over the live processes only.
+void summarise_lanes(const RegionHeader& h, GpuSnapshot* gpu) {
+  std::vector<scheduler::LaneJob> jobs;
+  for (const ProcessSnapshot& p : gpu->processes) {
+    scheduler::LaneJob j;
+    j.id = int(p.slot);
+    j.persistent = p.persistent_bytes;
+    j.ephemeral = p.ephemeral_bytes;
+    j.lane = p.lane;
+    jobs.push_back(j);
+    if (p.lane < 0) continue;
+    auto it = std::find_if(gpu->lanes.begin(), gpu->lanes.end(),
+                           [&](const LaneSnapshot& l) { return l.lane == p.lane; });
+    if (it == gpu->lanes.end()) {
+      LaneSnapshot lane;
+      lane.lane = p.lane;
+      const Token& token = h.tokens[p.lane];
+      lane.holder_slot = -1;
+      if (gpu->policy == "pack" && token.holder >= 1 && token.holder <= kMaxSlots) {
+        for (const ProcessSnapshot& q : gpu->processes)
+          if (q.slot + 1 == token.holder && q.holds_token) lane.holder_slot = int32_t(q.slot);
+      }
+      gpu->lanes.push_back(lane);
+      it = gpu->lanes.end() - 1;
+    }
+    it->slots.push_back(p.slot);
+    it->ephemeral_bytes = std::max(it->ephemeral_bytes, p.ephemeral_bytes);
+  }
+  std::sort(gpu->lanes.begin(), gpu->lanes.end(),
+            [](const LaneSnapshot& a, const LaneSnapshot& b) { return a.lane < b.lane; });
+  gpu->safety_bytes = scheduler::safety_bytes(jobs.data(), int(jobs.size()));
+  gpu->memory_waiters = h.memory_waiters;
+}
+
 JobState checked_job_state(uint32_t value) {
   return value == kJobWaiting || value == kJobRunning ? JobState(value) : kJobIdle;
 }
@@ -82,7 +140,8 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
   p->job_state = checked_job_state(s.job_state);
   // A holder whose generation differs was granted to an earlier owner of
   // the slot, who is gone: nobody valid holds the token then.
-  p->holds_token = h.holder == index + 1 && h.holder_generation == s.generation;
+  for (const Token& token : h.tokens)
+    if (token.holder == index + 1 && token.holder_generation == s.generation) p->holds_token = true;
   p->weight = s.weight;
   p->priority = s.priority;
   p->handover_mode = handover_mode_name(s.handover_mode);
@@ -124,8 +183,8 @@ GpuSnapshot snapshot_region(const std::string& path) {
   gpu.sampled_mono_ns = now_mono_ns;
   gpu.policy = policy_text(h.policy);
   gpu.handovers = h.handovers;
-  gpu.slice_start_mono_ns = h.slice_start_mono_ns;
-  gpu.slice_end_mono_ns = h.slice_end_mono_ns;
+  gpu.slice_start_mono_ns = h.tokens[0].slice_start_mono_ns;
+  gpu.slice_end_mono_ns = h.tokens[0].slice_end_mono_ns;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = copy->slots[i];
     if (s.state != kSlotLive) continue;
@@ -148,12 +207,14 @@ GpuSnapshot snapshot_region(const std::string& path) {
     p.launches = s.launches.load(std::memory_order_relaxed);
     p.syncs = s.syncs.load(std::memory_order_relaxed);
     copy_scheduling(h, s, i, now_mono_ns, now_unix_ns, &p);
+    copy_memory_classes(s, now_mono_ns, &p);
     // Only a live process can hold the token: a dead holder's token waits
     // for reclaim, and nobody may launch with it meanwhile.
-    if (p.holds_token) gpu.holder_slot = int32_t(i);
+    if (p.holds_token && h.tokens[0].holder == i + 1) gpu.holder_slot = int32_t(i);
     gpu.reserved_bytes += s.reserved_bytes;
     gpu.processes.push_back(std::move(p));
   }
+  summarise_lanes(h, &gpu);
   close_region(&file);
   return gpu;
 }

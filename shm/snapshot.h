@@ -52,6 +52,27 @@ struct ProcessSnapshot {
   uint64_t iteration_ns = 0;       // the latest iteration's length; 0: none detected
   uint32_t iteration_launches = 0; // launches per iteration; 0: unknown
   std::string iteration_source;    // how iterations were found: "syncs", "launches", "unknown"
+
+  // --- memory classes, lanes, admission (allocator/classifier.h, scheduler/lanes.h) ---
+  uint64_t persistent_bytes = 0;   // P: context + allocations classified persistent
+  uint64_t ephemeral_bytes = 0;    // E: peak ephemeral bytes per iteration
+  bool memory_provisional = true;  // fewer than two iterations classified: P and E may still move
+  uint32_t class_iterations = 0;
+  int32_t lane = -1;               // -1: not placed yet
+  std::string admission;           // "admitted", "waiting for admission", "waiting for memory"
+  uint64_t admission_wait_ns = 0;  // the current wait so far; 0 when admitted
+  uint64_t admission_bytes = 0;    // the allocation that waits
+  uint64_t admission_short_bytes = 0;  // by how much it does not fit
+  uint64_t admission_waits = 0;    // waits so far
+  uint64_t released_bytes = 0;     // cached bytes given back on request
+};
+
+// One lane: the jobs that take turns with one ephemeral space.
+struct LaneSnapshot {
+  int32_t lane = 0;
+  std::vector<uint32_t> slots;     // members, by slot
+  uint64_t ephemeral_bytes = 0;    // the lane's space: its members' largest E
+  int32_t holder_slot = -1;        // under pack: the lane token's holder; -1: none
 };
 
 struct GpuSnapshot {
@@ -70,6 +91,11 @@ struct GpuSnapshot {
   uint64_t handovers = 0;          // times the token changed hands
   uint64_t slice_start_mono_ns = 0;
   uint64_t slice_end_mono_ns = 0;  // UINT64_MAX: the slice has no end (fifo)
+
+  // --- lanes and the safety condition, over live processes ---
+  uint64_t safety_bytes = 0;       // Σ P + Σ_lanes max E (a job without a lane counts as one)
+  uint32_t memory_waiters = 0;     // processes blocked in an allocation
+  std::vector<LaneSnapshot> lanes; // by lane number
   std::vector<ProcessSnapshot> processes;  // live processes only, by slot
 };
 

@@ -82,6 +82,17 @@ Json process_json(const ProcessView& row) {
       {"iteration_ms", milliseconds_or_null(p.iteration_ns)},
       {"iteration_launches", count_or_null(p.iteration_launches)},
       {"iteration_source", p.iteration_source},
+      {"persistent_bytes", p.persistent_bytes},
+      {"ephemeral_bytes", p.ephemeral_bytes},
+      {"memory_provisional", p.memory_provisional},
+      {"classified_iterations", p.class_iterations},
+      {"lane", p.lane >= 0 ? Json(p.lane) : Json(nullptr)},
+      {"admission", p.admission},
+      {"admission_wait_ms", milliseconds(p.admission_wait_ns)},
+      {"admission_bytes", p.admission_bytes},
+      {"admission_short_bytes", p.admission_short_bytes},
+      {"admission_waits", p.admission_waits},
+      {"released_bytes", p.released_bytes},
       {"slot", p.slot},
       {"generation", p.generation},
   };
@@ -104,7 +115,21 @@ Json gpu_json(const GpuView& view) {
       {"holder_slot", holder ? Json(holder->slot) : Json(nullptr)},
       {"holder_pid", holder ? Json(holder->pid) : Json(nullptr)},
       {"handovers", gpu.handovers},
+      {"safety_bytes", gpu.safety_bytes},
+      {"safety_holds", gpu.safety_bytes <= gpu.capacity_bytes},
+      {"memory_waiters", gpu.memory_waiters},
   };
+  Json lanes = Json::array();
+  for (const shm::LaneSnapshot& lane : gpu.lanes) {
+    Json members = Json::array();
+    for (uint32_t slot : lane.slots)
+      if (const shm::ProcessSnapshot* p = find_slot(view, int32_t(slot))) members.push_back(p->pid);
+    lanes.push_back(Json{{"lane", lane.lane},
+                         {"ephemeral_bytes", lane.ephemeral_bytes},
+                         {"pids", std::move(members)},
+                         {"holder_slot", lane.holder_slot >= 0 ? Json(lane.holder_slot) : Json(nullptr)}});
+  }
+  out["lanes"] = std::move(lanes);
   add_slice(gpu, &out);
   out["processes"] = std::move(processes);
   return out;

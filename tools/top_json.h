@@ -10,7 +10,7 @@
 namespace gshare::top {
 
 // 2: "state" is the scheduler's running/waiting/idle (was active/idle).
-inline constexpr int kJsonVersion = 2;
+inline constexpr int kJsonVersion = 3;
 
 // One JSON object on one line, without a trailing newline.
 std::string render_json(const Frame& frame);

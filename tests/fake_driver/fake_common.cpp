@@ -260,6 +260,8 @@ DeviceFile::~DeviceFile() {
 bool DeviceFile::open(const std::string& dir, const std::string& hex,
                       std::string* error) {
   if (table_ != nullptr) return true;
+  if (const char* v = std::getenv("FAKE_CUDA_MEM_TRACE"); v != nullptr && *v)
+    mem_trace_fd_ = ::open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   const std::string final_path = dir + "/fakecuda-" + hex;
   auto fail = [&](const std::string& what) {
     if (error != nullptr) {
@@ -430,8 +432,23 @@ bool DeviceFile::charge(uint64_t bytes, uint64_t total) {
     return false;
   }
   table_->entries[idx].used_bytes += bytes;
+  trace_locked();
   unlock();
   return true;
+}
+
+// One line per change, "<device bytes in use>", written under the table's
+// lock so that the lines of all processes come in the order of the changes.
+void DeviceFile::trace_locked() {
+  if (mem_trace_fd_ < 0) return;
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < kMaxEntries; ++i)
+    if (table_->entries[i].pid != 0) sum += table_->entries[i].used_bytes;
+  char line[32];
+  int n = std::snprintf(line, sizeof line, "%llu\n", static_cast<unsigned long long>(sum));
+  if (::write(mem_trace_fd_, line, size_t(n)) < 0) {
+    // A lost trace line only weakens a test's evidence; never the driver.
+  }
 }
 
 void DeviceFile::uncharge(uint64_t bytes) {
@@ -446,6 +463,7 @@ void DeviceFile::uncharge(uint64_t bytes) {
       e.pid = 0;
     }
   }
+  trace_locked();
   unlock();
 }
 

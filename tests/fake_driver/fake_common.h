@@ -101,9 +101,12 @@ class DeviceFile {
   uint64_t sweep_locked();
   // Caller holds the lock. Index of this process's entry, or -1.
   int find_own_locked();
+  // Caller holds the lock. Appends the device's use to FAKE_CUDA_MEM_TRACE.
+  void trace_locked();
 
   Table* table_ = nullptr;
   std::string path_;
+  int mem_trace_fd_ = -1;
 };
 
 }  // namespace fakegpu

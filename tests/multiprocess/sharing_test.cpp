@@ -28,7 +28,8 @@ std::vector<std::string> region_files(const TestGpu& gpu) {
 
 TEST_CASE("two processes share the capacity") {
   TestGpu gpu(8 * kGiB);
-  Client a(gpu), b(gpu);
+  // b is refused at once rather than waiting to be admitted (admission_test.cpp).
+  Client a(gpu), b(gpu, {{"GSHARE_ADMIT_TIMEOUT_S", "0"}});
   REQUIRE(a.send("init") == "init ok");
   REQUIRE(b.send("init") == "init ok");
   CHECK(a.send("alloc 5G big") == "alloc ok big");
@@ -44,7 +45,7 @@ TEST_CASE("two processes share the capacity") {
 
 TEST_CASE("kill -9 of a process holding memory returns its bytes within a second") {
   TestGpu gpu(8 * kGiB);
-  Client holder(gpu), waiter(gpu);
+  Client holder(gpu), waiter(gpu, {{"GSHARE_ADMIT_TIMEOUT_S", "0"}});
   REQUIRE(holder.send("init") == "init ok");
   REQUIRE(waiter.send("init") == "init ok");
   REQUIRE(holder.send("alloc 6G") == "alloc ok a0");
@@ -159,7 +160,7 @@ TEST_CASE("a forked child that exits leaves its parent's slot and bytes alone") 
   REQUIRE(top["gpus"].size() == 1);
   REQUIRE(top["gpus"][0]["processes"].size() == 1);
   CHECK(top["gpus"][0]["processes"][0]["pid"] == parent.pid());
-  Client other(gpu);
+  Client other(gpu, {{"GSHARE_ADMIT_TIMEOUT_S", "0"}});
   REQUIRE(other.send("init") == "init ok");
   CHECK(other.send("alloc 4G x") == "alloc err 2");  // the parent still holds 6 GiB
 }

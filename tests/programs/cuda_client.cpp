@@ -21,6 +21,11 @@
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count.
+//   memtrain ITERS P E CHUNKS KERNELS MICROS   a training loop with memory:
+//       allocates P once (persistent), then each iteration allocates E in
+//       CHUNKS equal pieces (ephemeral), launches KERNELS spin kernels of
+//       MICROS, syncs the context and frees the pieces. Replies
+//       "memtrain ok ITERATIONS ELAPSED_MS", or "memtrain err CODE at I".
 //   probe COUNT MICROS PERIOD_MS   a latency-critical loop: COUNT times, one
 //       kernel of MICROS and a sync, PERIOD_MS apart. Replies
 //       "probe ok MEDIAN_US MAX_US" (launch to sync return).
@@ -341,6 +346,35 @@ std::string run(const std::vector<std::string>& a) {
       return out.str();
     }
     out << "train ok " << done << " " << long((seconds_now() - start) * 1000);
+  } else if (cmd == "memtrain") {
+    double start = seconds_now();
+    long iterations = std::stol(a.at(1));
+    uint64_t persistent = parse_size(a.at(2)), ephemeral = parse_size(a.at(3));
+    int chunks = std::max(1, std::stoi(a.at(4)));
+    int kernels = std::stoi(a.at(5));
+    unsigned long long ns = std::stoull(a.at(6)) * 1000ull;
+    void* params[] = {&ns};
+    CUdeviceptr weights = 0;
+    if (!result(g_api.mem_alloc(&weights, persistent))) return out.str();
+    std::vector<CUdeviceptr> pieces(size_t(chunks), 0);
+    for (long i = 0; i < iterations; ++i) {
+      CUresult r = CUDA_SUCCESS;
+      for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) r = g_api.mem_alloc(&pieces[c], ephemeral / chunks);
+      for (int k = 0; k < kernels && r == CUDA_SUCCESS; ++k)
+        r = g_api.launch_kernel(spin_function(k), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
+      if (r == CUDA_SUCCESS) r = g_api.ctx_synchronize();
+      for (CUdeviceptr& p : pieces) {
+        if (p) g_api.mem_free(p);
+        p = 0;
+      }
+      if (r != CUDA_SUCCESS) {
+        g_api.mem_free(weights);
+        out << "memtrain err " << int(r) << " at " << i;
+        return out.str();
+      }
+    }
+    g_api.mem_free(weights);
+    out << "memtrain ok " << iterations << " " << long((seconds_now() - start) * 1000);
   } else if (cmd == "probe") {
     int count = std::stoi(a.at(1));
     unsigned long long ns = std::stoull(a.at(2)) * 1000ull;

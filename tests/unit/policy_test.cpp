@@ -364,15 +364,18 @@ TEST_CASE("policy names parse whatever their case") {
   CHECK(parsed == Policy::kFair);
   REQUIRE(parse_policy("Priority", &parsed));
   CHECK(parsed == Policy::kPriority);
+  REQUIRE(parse_policy("PACK", &parsed));
+  CHECK(parsed == Policy::kPack);
 }
 
 TEST_CASE("text that is not a policy name is rejected and leaves the output alone") {
-  for (const char* text : {"", "fifo ", " srtf", "round-robin", "pack", "fai", "fairr", "all"}) {
+  for (const char* text : {"", "fifo ", " srtf", "round-robin", "packs", "fai", "fairr", "all"}) {
     Policy parsed = Policy::kSrtf;
     CHECK_FALSE(parse_policy(text, &parsed));
     CHECK(parsed == Policy::kSrtf);
   }
   CHECK_FALSE(policy_is_known(0));
-  CHECK_FALSE(policy_is_known(5));
+  CHECK(policy_is_known(5));  // pack
+  CHECK_FALSE(policy_is_known(6));
   CHECK(std::string(policy_name(Policy(99))) == "unknown");
 }

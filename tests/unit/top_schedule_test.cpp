@@ -119,8 +119,8 @@ void write_region(Region* region, Fn fn) {
 }
 
 void grant_token(RegionHeader& h, const Slot& slot, uint32_t index) {
-  h.holder = index + 1;
-  h.holder_generation = slot.generation;
+  h.tokens[0].holder = index + 1;
+  h.tokens[0].holder_generation = slot.generation;
 }
 
 // Sets bucket of monotonic second `second` as the scheduler would.
@@ -159,8 +159,8 @@ struct TwoJobs {
       Slot& sb = r->slots[b.slot()];
       h.policy = uint32_t(scheduler::Policy::kFair);
       grant_token(h, sa, a.slot());
-      h.slice_start_mono_ns = now - 5 * kMs;
-      h.slice_end_mono_ns = now + 20 * kMs;
+      h.tokens[0].slice_start_mono_ns = now - 5 * kMs;
+      h.tokens[0].slice_end_mono_ns = now + 20 * kMs;
       h.handovers = 7;
 
       sa.job_state = kJobRunning;
@@ -264,7 +264,7 @@ TEST_CASE("the snapshot copies the policy, the token and each job's scheduling f
 TEST_CASE("a token granted to an earlier owner of the slot is held by nobody") {
   TwoJobs jobs;
   write_region(jobs.region(), [&](RegionHeader& h) {
-    h.holder_generation = jobs.region()->slots[jobs.a.slot()].generation + 1;
+    h.tokens[0].holder_generation = jobs.region()->slots[jobs.a.slot()].generation + 1;
   });
   GpuSnapshot gpu = only_gpu(jobs.dir.path);
   CHECK(gpu.holder_slot == -1);
@@ -283,7 +283,7 @@ TEST_CASE("a dead holder, a holder out of range and unknown values are read safe
     CHECK(gpu.processes[0].slot == jobs.b.slot());
   }
   SECTION("a holder index past the slot table") {
-    write_region(jobs.region(), [&](RegionHeader& h) { h.holder = kMaxSlots + 5; });
+    write_region(jobs.region(), [&](RegionHeader& h) { h.tokens[0].holder = kMaxSlots + 5; });
     GpuSnapshot gpu = only_gpu(jobs.dir.path);
     CHECK(gpu.holder_slot == -1);
     for (const ProcessSnapshot& p : gpu.processes) CHECK_FALSE(p.holds_token);
@@ -483,7 +483,7 @@ TEST_CASE("gshare-top's JSON has the policy, the holder and each job's schedulin
   TwoJobs jobs;
   nlohmann::json top = nlohmann::json::parse(gshare::top::render_json(frame_of(jobs.dir.path)));
   INFO(top.dump(2));
-  CHECK(top["version"] == 2);
+  CHECK(top["version"] == 3);
   REQUIRE(top["gpus"].size() == 1);
   const nlohmann::json& gpu = top["gpus"][0];
   CHECK(gpu["policy"] == "fair");
@@ -525,7 +525,7 @@ TEST_CASE("gshare-top's JSON has the policy, the holder and each job's schedulin
   CHECK((*b)["gpu_share_10s"] == 0.0);
 
   SECTION("without a holder the holder and the slice are null") {
-    write_region(jobs.region(), [&](RegionHeader& h) { h.holder = 0; });
+    write_region(jobs.region(), [&](RegionHeader& h) { h.tokens[0].holder = 0; });
     nlohmann::json idle = nlohmann::json::parse(gshare::top::render_json(frame_of(jobs.dir.path)));
     const nlohmann::json& g = idle["gpus"][0];
     CHECK(g["holder_slot"].is_null());
@@ -534,7 +534,7 @@ TEST_CASE("gshare-top's JSON has the policy, the holder and each job's schedulin
     CHECK(g["slice_remaining_ms"].is_null());
   }
   SECTION("a slice without an end has no remainder") {
-    write_region(jobs.region(), [&](RegionHeader& h) { h.slice_end_mono_ns = UINT64_MAX; });
+    write_region(jobs.region(), [&](RegionHeader& h) { h.tokens[0].slice_end_mono_ns = UINT64_MAX; });
     nlohmann::json fifo = nlohmann::json::parse(gshare::top::render_json(frame_of(jobs.dir.path)));
     CHECK(fifo["gpus"][0]["slice_remaining_ms"].is_null());
     CHECK(fifo["gpus"][0]["slice_elapsed_ms"].is_number());

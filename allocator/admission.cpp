@@ -1,0 +1,237 @@
+#include "allocator/admission.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "allocator/devices.h"
+#include "allocator/pools.h"
+#include "intercept/log.h"
+#include "scheduler/policy.h"
+#include "scheduler/token.h"
+#include "shm/futex.h"
+#include "shm/region.h"
+
+namespace gshare::allocator {
+
+using shm::Arbiter;
+using shm::kMaxSlots;
+using shm::MemoryClass;
+using shm::Region;
+using shm::ReserveResult;
+using shm::ReserveStatus;
+using shm::Slot;
+
+namespace {
+
+double g_timeout_s = 600;
+std::atomic<bool> g_told_admission{false};
+std::atomic<bool> g_told_turn{false};
+
+constexpr uint64_t kPollNs = 50'000'000;          // re-check at least this often
+constexpr uint64_t kAskAgainNs = 1'000'000'000;   // repeat release requests while short
+constexpr double MiB = 1024.0 * 1024.0;
+
+uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+uint64_t ephemeral_now(const Slot& s) {
+  return saturating_sub(s.reserved_bytes, s.context_bytes + s.persistent_bytes);
+}
+
+// Whether another job competes for this job's token: its lane's under
+// pack, anyone's otherwise (a racy read; lanes change under the lock, and a
+// stale answer costs one turn at most).
+bool token_is_shared(const Region& r, int own) {
+  uint32_t policy = r.header.policy;
+  bool per_lane = scheduler::policy_is_known(policy) &&
+                  scheduler::tokens_per_lane(scheduler::Policy(policy));
+  uint32_t lane = r.slots[own].lane;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    if (int(i) == own || r.slots[i].state != shm::kSlotLive) continue;
+    if (!per_lane || r.slots[i].lane == lane) return true;
+  }
+  return false;
+}
+
+// Ephemeral memory belongs to the running job: one that does not hold its
+// token takes its turn first. Two jobs that take turns then never each
+// hold part of the same ephemeral space while waiting for the rest.
+void take_turn(Arbiter& arbiter, MemoryClass kind) {
+  if (kind != MemoryClass::kEphemeral) return;
+  if (!token_is_shared(*arbiter.region(), arbiter.own_slot())) return;
+  if (scheduler::holds_token(arbiter)) return;
+  scheduler::wait_for_token(arbiter, answer_release_requests);
+}
+
+shm::AdmissionState state_of(ReserveStatus status) {
+  return status == ReserveStatus::kInadmissible ? shm::kWaitingForAdmission : shm::kWaitingForMemory;
+}
+
+uint64_t short_of(const ReserveResult& r, uint64_t bytes) {
+  if (r.status == ReserveStatus::kInadmissible) return saturating_sub(r.in_use_bytes, r.limit_bytes);
+  return saturating_sub(r.in_use_bytes + bytes, r.limit_bytes);
+}
+
+// Jobs asked to give back cache, and the request number each must answer.
+struct Requests {
+  uint32_t wanted[kMaxSlots];
+  bool asked[kMaxSlots];
+  uint64_t at_ns = 0;
+  bool any = false;
+};
+
+// Asks every live job that is not running and holds ephemeral memory.
+void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
+  Region& r = *arbiter.region();
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    Slot& s = r.slots[i];
+    q.asked[i] = false;
+    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
+    if (s.job_state == shm::kJobRunning || ephemeral_now(s) == 0) continue;
+    q.wanted[i] = ++s.release_requests;
+    q.asked[i] = true;
+  }
+  q.at_ns = now;
+  q.any = true;
+  r.header.token_futex.fetch_add(1, std::memory_order_release);
+  shm::futex_wake_all(&r.header.token_futex);
+}
+
+bool releases_answered(const Arbiter& arbiter, const Requests& q) {
+  const Region& r = *arbiter.region();
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    if (!q.asked[i]) continue;
+    const Slot& s = r.slots[i];
+    if (s.state != shm::kSlotLive) continue;
+    if (int32_t(s.release_acks - q.wanted[i]) < 0 && arbiter.slot_is_live(int(i))) return false;
+  }
+  return true;
+}
+
+void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
+                      const ReserveResult& r) {
+  if (r.status == ReserveStatus::kInadmissible) {
+    if (g_told_admission.exchange(true)) return;
+    GSHARE_WARN("%s of %.1f MiB on GPU %s waits for admission: sum(P) + sum over lanes of "
+                "max(E) would be %.1f MiB of %.1f MiB (short by %.1f MiB); waiting up to "
+                "%g s (GSHARE_ADMIT_TIMEOUT_S) for other jobs to shrink or end",
+                call, double(bytes) / MiB, device.uuid, double(r.in_use_bytes) / MiB,
+                double(r.limit_bytes) / MiB, double(short_of(r, bytes)) / MiB, g_timeout_s);
+  } else {
+    if (g_told_turn.exchange(true)) return;
+    GSHARE_INFO("%s of %.1f MiB on GPU %s waits for memory held by other jobs (%.1f MiB of "
+                "%.1f MiB reserved): jobs in one lane take turns with their ephemeral memory",
+                call, double(bytes) / MiB, device.uuid, double(r.in_use_bytes) / MiB,
+                double(r.limit_bytes) / MiB);
+  }
+}
+
+}  // namespace
+
+void configure_admission(const Options& options) { g_timeout_s = options.admit_timeout_s; }
+
+ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t allocations,
+                    MemoryClass kind) {
+  DeviceAccount& account = device.account;
+  auto reserve = [&] {
+    return allocations ? account.reserve_allocation(bytes, kind) : account.reserve(bytes, kind);
+  };
+  if (!account.shared()) return reserve();
+  Arbiter& arbiter = account.arbiter();
+  Region& r = *arbiter.region();
+  Slot& me = *account.slot();
+  take_turn(arbiter, kind);
+  ReserveResult result = reserve();
+  if (result.status != ReserveStatus::kInadmissible && result.status != ReserveStatus::kOverCapacity)
+    return result;
+  if (g_timeout_s <= 0) return result;
+
+  const uint64_t start = shm::mono_now_ns();
+  const uint64_t deadline = start + uint64_t(g_timeout_s * 1e9);
+  tell_wait_begins(device, call, bytes, result);
+  arbiter.update([&] {
+    me.admission = state_of(result.status);
+    me.admission_since_mono_ns = start;
+    me.admission_bytes = bytes;
+    me.admission_short_bytes = short_of(result, bytes);
+    me.admission_waits++;
+    r.header.memory_waiters++;
+  });
+  // Busy, not idle, while waiting: a holder waiting for cache to come back
+  // keeps its turn (scheduler/token.h's idle rule).
+  me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  Requests requests;
+  bool aside = false;
+  uint64_t now = start;
+  for (;;) {
+    uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
+    answer_release_requests();
+    if (result.status == ReserveStatus::kInadmissible) {
+      if (!aside) scheduler::step_aside(arbiter);
+      aside = true;
+    } else if (!requests.any || now - requests.at_ns >= kAskAgainNs) {
+      arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
+    } else if (!aside && releases_answered(arbiter, requests) && scheduler::holds_token(arbiter)) {
+      // What is short is in real use by jobs that are not running: let
+      // them run and free it.
+      scheduler::step_aside(arbiter);
+      aside = true;
+    }
+    if (now >= deadline) break;
+    shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
+    if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
+    now = shm::mono_now_ns();
+    if (aside && result.status == ReserveStatus::kOverCapacity) {
+      // Compete for the token again only once the bytes could fit.
+      if (r.header.reserved_bytes + bytes > r.header.capacity_bytes) continue;
+      me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+      take_turn(arbiter, kind);
+      me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
+      aside = false;
+      requests.any = false;
+    }
+    result = reserve();
+    if (result.status != ReserveStatus::kInadmissible && result.status != ReserveStatus::kOverCapacity)
+      break;
+    arbiter.update([&] {
+      me.admission = state_of(result.status);
+      me.admission_short_bytes = short_of(result, bytes);
+    });
+  }
+  me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+  arbiter.update([&] {
+    me.admission = shm::kAdmitted;
+    me.admission_since_mono_ns = 0;
+    me.admission_bytes = me.admission_short_bytes = 0;
+    if (r.header.memory_waiters > 0) r.header.memory_waiters--;
+  });
+  double waited_s = double(shm::mono_now_ns() - start) / 1e9;
+  if (result.status == ReserveStatus::kGranted) {
+    if (waited_s >= 1) GSHARE_INFO("%s on GPU %s admitted after %.1f s", call, device.uuid, waited_s);
+  } else if (result.status == ReserveStatus::kInadmissible ||
+             result.status == ReserveStatus::kOverCapacity) {
+    GSHARE_WARN("%s on GPU %s gave up waiting after %.1f s (GSHARE_ADMIT_TIMEOUT_S=%g)", call,
+                device.uuid, waited_s, g_timeout_s);
+  }
+  return result;
+}
+
+void answer_release_requests() {
+  for_each_attached_device([](Device& device) {
+    Slot* slot = device.account.slot();
+    if (!slot) return;
+    uint32_t wanted = __atomic_load_n(&slot->release_requests, __ATOMIC_RELAXED);
+    if (wanted == __atomic_load_n(&slot->release_acks, __ATOMIC_RELAXED)) return;
+    uint64_t freed = trim_pools(device);
+    shm::Arbiter& arbiter = device.account.arbiter();
+    arbiter.update([&] {
+      slot->release_acks = wanted;
+      slot->released_bytes += freed;
+      arbiter.wake_memory_waiters_locked();
+    });
+    if (freed > 0)
+      GSHARE_DEBUG("GPU %s: gave back %.1f MiB of cached memory on request", device.uuid,
+                   double(freed) / MiB);
+  });
+}
+
+}  // namespace gshare::allocator

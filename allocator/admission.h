@@ -1,0 +1,55 @@
+// Admission: an allocation that does not fit waits instead of failing.
+//
+// The arbiter (shm/arbiter.h) answers a reservation at once; this is what
+// an allocation hook does with the answer:
+//
+//   over quota     the job's own limit: CUDA_ERROR_OUT_OF_MEMORY at once.
+//   inadmissible   the safety condition ΣP + Σ_lanes max E <= C would fail
+//                  (scheduler/lanes.h). The job steps aside from the launch
+//                  token, so that it blocks nobody, and waits for others to
+//                  shrink or leave.
+//   over capacity  the condition holds, but the bytes are held now: by the
+//                  running job of its lane (a turn), or as cache by a job
+//                  that is switched out. The cache holders are asked to
+//                  give it back; if the bytes are in real use by a job that
+//                  is not running, the waiter steps aside so that job can
+//                  finish its iteration and free them.
+//
+// Either wait prints one message, ends when the reservation is granted, and
+// after GSHARE_ADMIT_TIMEOUT_S gives up with CUDA_ERROR_OUT_OF_MEMORY and a
+// message naming the condition that failed and by how much.
+//
+// Turns. Ephemeral memory (and memory not yet classified) belongs to the
+// running job: a job that does not hold its token (the GPU's, or under pack
+// its lane's) waits for it before allocating any, when another job shares
+// that token. Two jobs that take turns then never each hold part of the
+// same ephemeral space while waiting for the rest (which could deadlock
+// them). A job alone with its token allocates at once.
+//
+// Giving back. A job asked for its cache (Slot::release_requests) gives
+// back the free memory of its stream-ordered pools at its next wait for the
+// token or allocation, or within a quarter second from the upkeep thread.
+#pragma once
+
+#include <cstdint>
+
+#include "intercept/options.h"
+#include "shm/arbiter.h"
+
+namespace gshare::allocator {
+
+struct Device;
+
+void configure_admission(const Options& options);
+
+// Reserves `bytes` of class `kind` on `device`; with `allocations` > 0 they
+// also count as allocated (reserve_allocation). Waits as described above.
+// `call` names the driver call in messages.
+shm::ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t allocations,
+                         shm::MemoryClass kind);
+
+// Answers requests from other jobs to give back cached memory, on every
+// attached device. Cheap when there are none.
+void answer_release_requests();
+
+}  // namespace gshare::allocator

@@ -1,0 +1,217 @@
+#include "allocator/classifier.h"
+
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+
+#include <atomic>
+
+#include "allocator/devices.h"
+#include "allocator/tracked_memory.h"
+
+namespace gshare::allocator {
+
+namespace {
+
+// --- sites ---
+
+constexpr int kSiteFrames = 4;   // return addresses outside gshare that make a site
+constexpr int kMaxWalk = 16;     // frames walked at most, gshare's own included
+constexpr uint32_t kSiteSlots = 4096;
+
+struct SiteRecord {
+  uint32_t site;  // 0: empty
+  uint16_t persistent;  // allocations from it that turned out persistent
+  uint16_t ephemeral;   // ... and ephemeral
+};
+SiteRecord g_sites[kSiteSlots];
+pthread_mutex_t g_sites_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+// gshare's own code: frames inside it are hooks, not sites.
+uintptr_t g_own_begin = 0, g_own_end = 0;
+pthread_once_t g_own_once = PTHREAD_ONCE_INIT;
+
+int find_own_range(dl_phdr_info* info, size_t, void* base) {
+  if (info->dlpi_addr != reinterpret_cast<uintptr_t>(base)) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+    g_own_begin = info->dlpi_addr + ph.p_vaddr;
+    g_own_end = g_own_begin + ph.p_memsz;
+  }
+  return 1;
+}
+
+void learn_own_range() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&learn_own_range), &info) && info.dli_fbase)
+    dl_iterate_phdr(find_own_range, info.dli_fbase);
+}
+
+uint32_t stack_site() {
+  pthread_once(&g_own_once, learn_own_range);
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return 0;
+  uint64_t hash = 0xcbf29ce484222325ull;
+  int taken = 0;
+  for (int walked = 0; walked < kMaxWalk && taken < kSiteFrames; ++walked) {
+    if (unw_step(&cursor) <= 0) break;
+    unw_word_t ip = 0;
+    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0) break;
+    if (ip >= g_own_begin && ip < g_own_end) continue;
+    hash = (hash ^ uint64_t(ip)) * 0x100000001b3ull;
+    ++taken;
+  }
+  if (taken == 0) return 0;
+  uint32_t site = uint32_t(hash ^ (hash >> 32));
+  return site ? site : 1;
+}
+
+// The record of `site`, added if absent; null if the table is full.
+SiteRecord* site_record_locked(uint32_t site) {
+  for (uint32_t i = site % kSiteSlots, n = 0; n < kSiteSlots; ++n, i = (i + 1) % kSiteSlots) {
+    if (g_sites[i].site == site) return &g_sites[i];
+    if (g_sites[i].site == 0) {
+      g_sites[i].site = site;
+      return &g_sites[i];
+    }
+  }
+  return nullptr;
+}
+
+void count_site(uint32_t site, bool persistent) {
+  if (site == 0) return;
+  pthread_mutex_lock(&g_sites_mutex);
+  if (SiteRecord* r = site_record_locked(site)) {
+    uint16_t& n = persistent ? r->persistent : r->ephemeral;
+    if (n < UINT16_MAX) ++n;
+  }
+  pthread_mutex_unlock(&g_sites_mutex);
+}
+
+bool site_is_persistent(uint32_t site) {
+  if (site == 0) return false;
+  pthread_mutex_lock(&g_sites_mutex);
+  SiteRecord* r = site_record_locked(site);
+  bool persistent = r && r->persistent > 0 && r->ephemeral == 0;
+  pthread_mutex_unlock(&g_sites_mutex);
+  return persistent;
+}
+
+// --- iterations ---
+
+std::atomic<uint64_t> g_iterations{0};  // the count births are stamped with
+pthread_mutex_t g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;
+uint64_t g_classified = 0;              // the count last processed
+
+// E is the largest corrected peak of the last kPeakHistory iterations.
+constexpr int kPeakHistory = 8;
+struct Peaks {
+  uint64_t peaks[kPeakHistory];
+  int count;
+  int next;
+};
+Peaks g_peaks[kMaxDevices];
+
+bool classifiable(const Allocation& a) {
+  switch (a.kind) {
+    case AllocationKind::kDevice:
+    case AllocationKind::kPitch:
+    case AllocationKind::kManaged:
+    case AllocationKind::kPhysical: return a.bytes > 0;
+    default: return false;
+  }
+}
+
+uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+// Under the region's lock: this device's share of `boundaries` new
+// boundaries, with `promoted` bytes moved from ephemeral to persistent.
+void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
+  shm::Slot& s = *device.account.slot();
+  uint64_t p_before = s.persistent_bytes, e_before = s.ephemeral_bytes;
+  s.persistent_bytes += promoted;
+  uint64_t p = s.context_bytes + s.persistent_bytes;
+  if (p > s.reserved_bytes) s.persistent_bytes = saturating_sub(s.reserved_bytes, s.context_bytes);
+  // What was promoted lived through the whole iteration just ended (born
+  // before its start, alive at its end), so it sat in that iteration's peak.
+  uint64_t completed = saturating_sub(s.iteration_peak_bytes, promoted);
+  uint64_t classified = s.class_iterations + boundaries;
+  s.class_iterations = uint32_t(classified > UINT32_MAX ? UINT32_MAX : classified);
+  if (s.class_iterations >= 2) {
+    Peaks& h = g_peaks[device.ordinal];
+    h.peaks[h.next] = completed;
+    h.next = (h.next + 1) % kPeakHistory;
+    if (h.count < kPeakHistory) h.count++;
+    uint64_t e = 0;
+    for (int i = 0; i < h.count; ++i) e = h.peaks[i] > e ? h.peaks[i] : e;
+    s.ephemeral_bytes = e;
+  } else {
+    s.ephemeral_bytes = saturating_sub(s.ephemeral_bytes, promoted);
+  }
+  s.iteration_peak_bytes = saturating_sub(s.reserved_bytes, s.context_bytes + s.persistent_bytes);
+  // Smaller figures may let jobs spread into more lanes; larger ones may
+  // need the lanes re-formed.
+  if (s.persistent_bytes != p_before || s.ephemeral_bytes != e_before)
+    device.account.arbiter().place_lanes_locked(s.ephemeral_bytes < e_before, nullptr);
+}
+
+}  // namespace
+
+Birth classify_birth() {
+  Birth b;
+  b.site = stack_site();
+  uint64_t n = g_iterations.load(std::memory_order_relaxed);
+  b.iteration = uint32_t(n > UINT32_MAX ? UINT32_MAX : n);
+  if (site_is_persistent(b.site)) b.kind = shm::MemoryClass::kPersistent;
+  return b;
+}
+
+void note_death(const Allocation& entry) {
+  if (!classifiable(entry) || entry.site == 0) return;
+  if (entry.persistent) return;  // counted when promoted
+  // Only a death seen against known boundaries says "ephemeral".
+  if (g_iterations.load(std::memory_order_relaxed) == 0) return;
+  count_site(entry.site, false);
+}
+
+void note_iterations(uint64_t iterations) {
+  if (iterations <= g_iterations.load(std::memory_order_relaxed)) return;
+  pthread_mutex_lock(&g_boundary_mutex);
+  if (iterations <= g_classified) {
+    pthread_mutex_unlock(&g_boundary_mutex);
+    return;
+  }
+  uint64_t boundaries = iterations - g_classified;
+  g_classified = iterations;
+  g_iterations.store(iterations, std::memory_order_relaxed);
+  uint64_t promoted[kMaxDevices] = {};
+  uint32_t promoted_sites[64];
+  int site_count = 0;
+  ledger().for_each([&](Allocation& a) {
+    if (a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > iterations) return;
+    a.persistent = 1;
+    if (a.device >= 0 && a.device < kMaxDevices) promoted[a.device] += a.bytes;
+    if (a.site != 0 && site_count < 64) promoted_sites[site_count++] = a.site;
+  });
+  for (int i = 0; i < site_count; ++i) count_site(promoted_sites[i], true);
+  for_each_attached_device([&](Device& device) {
+    if (!device.account.slot()) return;
+    device.account.arbiter().update(
+        [&] { publish_locked(device, promoted[device.ordinal], boundaries); });
+  });
+  pthread_mutex_unlock(&g_boundary_mutex);
+}
+
+void forget_classes_after_fork() {
+  g_iterations.store(0);
+  g_classified = 0;
+  g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;
+  g_sites_mutex = PTHREAD_MUTEX_INITIALIZER;
+  for (Peaks& p : g_peaks) p = Peaks{};
+}
+
+}  // namespace gshare::allocator
