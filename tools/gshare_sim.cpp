@@ -3,18 +3,25 @@
 // GPU busy fraction, handovers). The engine is tools/sim_engine.h; this file
 // is the command line and the two renderings of a result.
 //
-//   gshare-sim [--policy fifo|fair|srtf|priority|all] [--json]
-//              [--quantum-ms N] [--slice-max-ms N] [--handover-ms N] TRACE.json
+//   gshare-sim [--policy fifo|fair|srtf|priority|pack|all] [--json]
+//              [--quantum-ms N] [--slice-max-ms N] [--handover-ms N]
+//              [--capacity-mib N] TRACE.json
 //
 // --json prints one object:
 //   {"trace": "path", "description": "...",
 //    "quantum_ms": X, "slice_max_ms": X, "handover_ms": X,
+//    "capacity_mib": N or null,            null: memory not modelled
 //    "policies": {"fifo": {"jobs": [{"name", "arrival_s", "start_s",
 //                                    "completion_s", "jct_s", "gpu_s",
-//                                    "wait_s", "memory_mib"}, ...],
+//                                    "wait_s", "admission_wait_s", "lane",
+//                                    "final_lane", "memory_mib",
+//                                    "persistent_mib", "ephemeral_mib"}, ...],
 //                          "summary": {"average_jct_s", "makespan_s",
-//                                      "busy_fraction", "handovers"}},
-//                 ...},                    in the order fifo, fair, srtf, priority
+//                                      "busy_fraction", "handovers",
+//                                      "admission_waits",
+//                                      "average_admission_wait_s",
+//                                      "max_admission_wait_s"}},
+//                 ...},                    in the order fifo, fair, srtf, priority, pack
 //    "ratios": {"fair_to_fifo": X, ...}}  average JCT over fifo's; {} without fifo
 
 #include <algorithm>
@@ -36,7 +43,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr Policy kAllPolicies[] = {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority};
+constexpr Policy kAllPolicies[] = {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority,
+                                   Policy::kPack};
 
 struct CommandLine {
   std::vector<Policy> policies{std::begin(kAllPolicies), std::end(kAllPolicies)};
@@ -46,6 +54,7 @@ struct CommandLine {
   double quantum_ms = -1;
   double slice_max_ms = -1;
   double handover_ms = -1;
+  int64_t capacity_mib = -1;  // 0 turns the trace's capacity off
   std::string trace_path;
 };
 
@@ -55,26 +64,33 @@ struct PolicyResult {
 };
 
 std::string usage_text() {
-  return "usage: gshare-sim [--policy fifo|fair|srtf|priority|all] [--json]\n"
-         "                  [--quantum-ms N] [--slice-max-ms N] [--handover-ms N] TRACE.json\n"
+  return "usage: gshare-sim [--policy fifo|fair|srtf|priority|pack|all] [--json]\n"
+         "                  [--quantum-ms N] [--slice-max-ms N] [--handover-ms N]\n"
+         "                  [--capacity-mib N] TRACE.json\n"
          "\n"
          "Replays a job trace through gshare's scheduling policies on one simulated GPU\n"
          "(virtual clock) and prints, per policy, each job's arrival, start, completion,\n"
          "job completion time (JCT), GPU time and waiting time, then a summary: average\n"
          "JCT, makespan, GPU busy fraction, handovers and average JCT relative to fifo.\n"
+         "With a GPU capacity, jobs must be admitted (persistent memory + one ephemeral\n"
+         "space per lane must fit): each job's admission wait and lane, and the waits\n"
+         "in the summary, are shown too.\n"
          "\n"
-         "  --policy P        fifo, fair, srtf, priority, or all (default: all)\n"
+         "  --policy P        fifo, fair, srtf, priority, pack, or all (default: all)\n"
          "  --json            one JSON object instead of tables\n"
          "  --quantum-ms N    slice length (fair: times the job's weight);\n"
          "                    default: the trace's, else 50\n"
          "  --slice-max-ms N  how far past its length a slice may run to reach an iteration\n"
          "                    boundary; default: the trace's, else 200\n"
          "  --handover-ms N   idle GPU time of each handover; default: the trace's, else 0.05\n"
+         "  --capacity-mib N  the GPU's memory, MiB; 0: memory not modelled;\n"
+         "                    default: the trace's capacity_mib, else not modelled\n"
          "  -h, --help        this text\n"
          "\n"
-         "Trace (JSON): quantum_ms, slice_max_ms, handover_ms, description (all optional),\n"
-         "  jobs: [{name, arrival_s, iteration_ms, iterations (required), weight (1),\n"
-         "          priority (0), memory_mib (0), estimate: iters (default), seconds, none}]\n"
+         "Trace (JSON): quantum_ms, slice_max_ms, handover_ms, capacity_mib, description\n"
+         "  (all optional), jobs: [{name, arrival_s, iteration_ms, iterations (required),\n"
+         "  weight (1), priority (0), persistent_mib (0, or memory_mib), ephemeral_mib (0),\n"
+         "  memory_mib (0), estimate: iters (default), seconds, none}]\n"
          "Exit status: 0; 2 with one line on stderr for a bad option, file or trace;\n"
          "1 if the output cannot be written.\n";
 }
@@ -96,6 +112,20 @@ bool parse_ms(const std::string& option, const char* text, bool positive, double
   return true;
 }
 
+// A whole number of MiB >= 0, or false with the reason in `error`.
+bool parse_mib(const std::string& option, const char* text, int64_t* out, std::string* error) {
+  char* end = nullptr;
+  errno = 0;
+  long long value = strtoll(text, &end, 10);
+  bool valid = end != text && *end == '\0' && errno == 0 && value >= 0 && value <= 1'000'000'000;
+  if (!valid) {
+    *error = option + " takes a whole number of MiB >= 0 and <= 1e9 (got '" + text + "')";
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
 bool parse_policies(const char* text, std::vector<Policy>* out, std::string* error) {
   if (strcmp(text, "all") == 0) {
     out->assign(std::begin(kAllPolicies), std::end(kAllPolicies));
@@ -103,7 +133,8 @@ bool parse_policies(const char* text, std::vector<Policy>* out, std::string* err
   }
   Policy policy;
   if (!scheduler::parse_policy(text, &policy)) {
-    *error = std::string("--policy takes fifo, fair, srtf, priority or all (got '") + text + "')";
+    *error = std::string("--policy takes fifo, fair, srtf, priority, pack or all (got '") + text +
+             "')";
     return false;
   }
   *out = {policy};
@@ -151,6 +182,9 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
     } else if (is_option(argument, "--handover-ms")) {
       ok = take_value(argc, argv, &i, "--handover-ms", &value, error) &&
            parse_ms("--handover-ms", value, false, &out->handover_ms, error);
+    } else if (is_option(argument, "--capacity-mib")) {
+      ok = take_value(argc, argv, &i, "--capacity-mib", &value, error) &&
+           parse_mib("--capacity-mib", value, &out->capacity_mib, error);
     } else if (argument.size() > 1 && argument[0] == '-') {
       *error = "unknown option '" + argument + "' (see --help)";
       ok = false;
@@ -200,6 +234,7 @@ void apply_overrides(const CommandLine& command_line, Trace* trace) {
   if (command_line.quantum_ms >= 0) trace->quantum_ms = command_line.quantum_ms;
   if (command_line.slice_max_ms >= 0) trace->slice_max_ms = command_line.slice_max_ms;
   if (command_line.handover_ms >= 0) trace->handover_ms = command_line.handover_ms;
+  if (command_line.capacity_mib >= 0) trace->capacity_mib = uint64_t(command_line.capacity_mib);
 }
 
 // Divided, not multiplied by 1e-9, so that 76000350000 ns prints as 76.00035.
@@ -237,40 +272,64 @@ int name_width(const Trace& trace) {
   return int(std::min<size_t>(width, 40));
 }
 
+// "2", "2>0" for a job that was moved from lane 2 to lane 0 while it ran,
+// "-" without lanes.
+std::string lane_text(const JobResult& job) {
+  if (job.lane == scheduler::kNoLane) return "-";
+  if (job.final_lane == job.lane || job.final_lane == scheduler::kNoLane)
+    return format("%d", job.lane);
+  return format("%d>%d", job.lane, job.final_lane);
+}
+
+// The memory columns appear only with a capacity, so that a trace without
+// one reads as before.
 std::string job_table(const Trace& trace, const PolicyResult& run) {
   int width = name_width(trace);
-  std::string text = format("== %s\n%-*s %12s %12s %12s %12s %12s %12s\n",
+  bool memory = run.result.memory_modelled;
+  std::string text = format("== %s\n%-*s %12s %12s %12s %12s %12s %12s",
                             scheduler::policy_name(run.policy), width, "JOB", "ARRIVAL s",
                             "START s", "COMPLETION s", "JCT s", "GPU s", "WAIT s");
+  text += memory ? format(" %12s %5s\n", "ADMIT WAIT s", "LANE") : "\n";
   for (size_t i = 0; i < trace.jobs.size(); ++i) {
     const JobResult& job = run.result.jobs[i];
-    text += format("%-*.*s %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f\n", width, width,
+    text += format("%-*.*s %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f", width, width,
                    trace.jobs[i].name.c_str(), seconds(job.arrival_ns), seconds(job.start_ns),
                    seconds(job.completion_ns), seconds(job.jct_ns), seconds(job.gpu_ns),
                    seconds(job.wait_ns));
+    text += memory ? format(" %12.3f %5s\n", seconds(job.admission_wait_ns), lane_text(job).c_str())
+                   : "\n";
   }
   return text + "\n";
 }
 
 std::string summary_table(const std::vector<PolicyResult>& results) {
-  std::string text = format("== summary\n%-9s %14s %14s %6s %10s %9s\n", "POLICY", "AVG JCT s",
+  bool memory = !results.empty() && results[0].result.memory_modelled;
+  std::string text = format("== summary\n%-9s %14s %14s %6s %10s %9s", "POLICY", "AVG JCT s",
                             "MAKESPAN s", "BUSY", "HANDOVERS", "JCT/FIFO");
+  text += memory ? format(" %7s %12s %12s\n", "WAITED", "AVG ADMIT s", "MAX ADMIT s") : "\n";
   for (const PolicyResult& run : results) {
     const SimResult& r = run.result;
     double ratio = ratio_to_fifo(results, r);
     std::string ratio_text = std::isnan(ratio) ? "-" : format("%.3f", ratio);
-    text += format("%-9s %14.3f %14.3f %5.1f%% %10llu %9s\n", scheduler::policy_name(run.policy),
+    text += format("%-9s %14.3f %14.3f %5.1f%% %10llu %9s", scheduler::policy_name(run.policy),
                    r.average_jct_ns / 1e9, seconds(r.makespan_ns), r.busy_fraction * 100,
                    static_cast<unsigned long long>(r.handovers), ratio_text.c_str());
+    text += memory ? format(" %7llu %12.3f %12.3f\n",
+                            static_cast<unsigned long long>(r.admission_waits),
+                            r.average_admission_wait_ns / 1e9, seconds(r.max_admission_wait_ns))
+                   : "\n";
   }
   return text;
 }
 
 std::string render_text(const CommandLine& command_line, const Trace& trace,
                         const std::vector<PolicyResult>& results) {
-  std::string text = format("%s: %zu jobs, quantum %g ms, slice max %g ms, handover %g ms\n",
+  std::string text = format("%s: %zu jobs, quantum %g ms, slice max %g ms, handover %g ms",
                             command_line.trace_path.c_str(), trace.jobs.size(), trace.quantum_ms,
                             trace.slice_max_ms, trace.handover_ms);
+  text += trace.capacity_mib > 0
+              ? format(", capacity %llu MiB\n", static_cast<unsigned long long>(trace.capacity_mib))
+              : "\n";
   if (!trace.description.empty()) text += trace.description + "\n";
   text += "\n";
   for (const PolicyResult& run : results) text += job_table(trace, run);
@@ -280,6 +339,9 @@ std::string render_text(const CommandLine& command_line, const Trace& trace,
 // ---------------------------------------------------------------------------
 // JSON
 
+// A lane number, or null without lanes.
+Json lane_json(int lane) { return lane == scheduler::kNoLane ? Json() : Json(lane); }
+
 Json job_json(const TraceJob& source, const JobResult& job) {
   return {{"name", source.name},
           {"arrival_s", seconds(job.arrival_ns)},
@@ -288,7 +350,12 @@ Json job_json(const TraceJob& source, const JobResult& job) {
           {"jct_s", seconds(job.jct_ns)},
           {"gpu_s", seconds(job.gpu_ns)},
           {"wait_s", seconds(job.wait_ns)},
-          {"memory_mib", source.memory_mib}};
+          {"admission_wait_s", seconds(job.admission_wait_ns)},
+          {"lane", lane_json(job.lane)},
+          {"final_lane", lane_json(job.final_lane)},
+          {"memory_mib", source.memory_mib},
+          {"persistent_mib", source.persistent_mib},
+          {"ephemeral_mib", source.ephemeral_mib}};
 }
 
 Json policy_json(const Trace& trace, const SimResult& result) {
@@ -298,7 +365,10 @@ Json policy_json(const Trace& trace, const SimResult& result) {
   Json summary = {{"average_jct_s", result.average_jct_ns / 1e9},
                   {"makespan_s", seconds(result.makespan_ns)},
                   {"busy_fraction", result.busy_fraction},
-                  {"handovers", result.handovers}};
+                  {"handovers", result.handovers},
+                  {"admission_waits", result.admission_waits},
+                  {"average_admission_wait_s", result.average_admission_wait_ns / 1e9},
+                  {"max_admission_wait_s", seconds(result.max_admission_wait_ns)}};
   return {{"jobs", std::move(jobs)}, {"summary", std::move(summary)}};
 }
 
@@ -317,6 +387,7 @@ std::string render_json(const CommandLine& command_line, const Trace& trace,
                {"quantum_ms", trace.quantum_ms},
                {"slice_max_ms", trace.slice_max_ms},
                {"handover_ms", trace.handover_ms},
+               {"capacity_mib", trace.capacity_mib > 0 ? Json(trace.capacity_mib) : Json()},
                {"policies", std::move(policies)},
                {"ratios", std::move(ratios)}};
   return root.dump(2) + "\n";
@@ -340,6 +411,10 @@ int run(const CommandLine& command_line) {
     return 2;
   }
   apply_overrides(command_line, &trace);
+  if (!check_capacity(trace, &error)) {
+    fprintf(stderr, "gshare-sim: %s: %s\n", command_line.trace_path.c_str(), error.c_str());
+    return 2;
+  }
   std::vector<PolicyResult> results;
   for (Policy policy : command_line.policies)
     results.push_back({policy, simulate(trace, policy, options_from(trace))});

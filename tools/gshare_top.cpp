@@ -8,10 +8,10 @@
 // frames), top_json (--json), top_terminal (the live screen and giving the
 // terminal back on every exit path). This file only picks a mode.
 //
-// --json prints one object on one line (schema version 2; fields are only
+// --json prints one object on one line (schema version 3; fields are only
 // ever added within a version):
 //
-//   {"version": 2,
+//   {"version": 3,
 //    "dir": "/dev/shm",                 regions were read from here
 //    "timestamp_unix_ns": N,            when the second sample was taken
 //    "sample_seconds": 0.25,            time between the two samples of the rates
@@ -22,10 +22,17 @@
 //       "reserved_bytes": N,            Σ reserved of the live processes
 //       "repairs": N,                   times a holder died mid-update and state was repaired
 //       "reclaimed_slots": N,           dead processes' slots cleaned up
-//       "policy": "fair",               fifo|fair|srtf|priority; "unknown" until a process sets it
-//       "holder_slot": N|null,          the live process holding the launch token, if any
+//       "policy": "fair",               fifo|fair|srtf|priority|pack; "unknown" until a process sets it
+//       "holder_slot": N|null,          the live process holding the launch token (pack: lane 0's)
 //       "holder_pid": N|null,
-//       "handovers": N,                 times the token changed hands
+//       "handovers": N,                 times a token changed hands
+//       "safety_bytes": N,              Σ P + Σ_lanes max E over the live processes
+//       "safety_holds": B,              safety_bytes <= total_bytes
+//       "memory_waiters": N,            processes blocked in an allocation
+//       "lanes": [                      lanes with live members, by lane number
+//         {"lane": N, "ephemeral_bytes": N,  the lane's space: its members' largest E
+//          "pids": [N, ...],            members, by slot
+//          "holder_slot": N|null}],     pack: the holder of the lane's token; else null
 //       "slice_elapsed_ms": X|null,     how long the holder's slice has run; null: no holder
 //       "slice_remaining_ms": X|null,   until the policy looks again; null: no holder or no end
 //       "processes": [                  live processes only, by pid
@@ -43,7 +50,7 @@
 //          "state": "running"|"waiting"|"idle",  job_state, but running if it launched
 //                                       during the sample (top_sample.h, ProcessState)
 //          "job_state": "running"|"waiting"|"idle",  as the scheduler wrote it
-//          "holds_token": B,            holds the GPU's launch token now
+//          "holds_token": B,            holds a launch token now (pack: its lane's)
 //          "gpu_share_10s": X,          0..1: share of the last 10 s it held the token
 //                                       (of its lifetime, at least 1 s, if younger)
 //          "served_ms": X,              total time it held the token
@@ -57,6 +64,17 @@
 //          "iteration_ms": X|null,      the latest iteration's length; null: none detected
 //          "iteration_launches": N|null,  launches per iteration; null: unknown
 //          "iteration_source": "syncs"|"launches"|"unknown",  how iterations were found
+//          "persistent_bytes": N,       P: context + allocations classified persistent
+//          "ephemeral_bytes": N,        E: peak ephemeral bytes per iteration
+//          "memory_provisional": B,     fewer than 2 iterations classified: P and E may move
+//          "classified_iterations": N,
+//          "lane": N|null,              null: not placed yet
+//          "admission": "admitted"|"waiting for admission"|"waiting for memory",
+//          "admission_wait_ms": X,      the current wait so far; 0 when admitted
+//          "admission_bytes": N,        the allocation that waits; 0 when admitted
+//          "admission_short_bytes": N,  by how much it does not fit; 0 when admitted
+//          "admission_waits": N,        waits so far
+//          "released_bytes": N,         cached bytes given back on request
 //          "slot": N, "generation": N}]},
 //      {"path": "...", "error": "..."}  a region that cannot be read: no other fields
 //    ]}

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shm/layout.h"
+
 namespace gshare::sim {
 
 using scheduler::kForever;
@@ -25,6 +27,8 @@ constexpr double kMaxSeconds = 1e7;
 constexpr double kMaxMs = kMaxSeconds * 1e3;
 constexpr double kMaxIterations = 1e12;
 constexpr int64_t kMaxWeight = 1000;  // quantum x weight must not overflow (slice_length)
+// A petabyte: in bytes, P + E summed over every job stays inside 64 bits.
+constexpr double kMaxMib = 1e9;
 
 struct Estimated {
   Estimate estimate;
@@ -146,7 +150,13 @@ bool parse_job(const Json& value, size_t index, TraceJob* job, std::string* erro
   job->iterations = uint64_t(read.whole("iterations", true, 0, 1, kMaxIterations));
   job->weight = uint32_t(read.whole("weight", false, 1, 1, kMaxWeight));
   job->priority = int32_t(read.whole("priority", false, 0, INT32_MIN, INT32_MAX));
-  job->memory_mib = uint64_t(read.whole("memory_mib", false, 0, 0, 1e12));
+  job->memory_mib = uint64_t(read.whole("memory_mib", false, 0, 0, kMaxMib));
+  job->persistent_mib = uint64_t(read.whole("persistent_mib", false, 0, 0, kMaxMib));
+  job->ephemeral_mib = uint64_t(read.whole("ephemeral_mib", false, 0, 0, kMaxMib));
+  // Without a split the whole footprint stays resident: nothing of it can
+  // share a lane's ephemeral space.
+  auto given = [&](const char* field) { return value.contains(field) && !value[field].is_null(); };
+  if (!given("persistent_mib") && !given("ephemeral_mib")) job->persistent_mib = job->memory_mib;
   job->estimate = read.estimate("estimate");
   if (read.ok() && job->iteration_ms * 1e-3 * double(job->iterations) > kMaxSeconds) {
     *error = path + ": iterations x iteration_ms is more than " +
@@ -160,6 +170,7 @@ bool parse_job(const Json& value, size_t index, TraceJob* job, std::string* erro
 
 uint64_t seconds_to_ns(double seconds) { return uint64_t(std::llround(seconds * 1e9)); }
 uint64_t ms_to_ns(double ms) { return uint64_t(std::llround(ms * 1e6)); }
+uint64_t mib_to_bytes(uint64_t mib) { return mib << 20; }
 
 uint64_t saturating_add(uint64_t a, uint64_t b) { return a > kForever - b ? kForever : a + b; }
 
@@ -169,25 +180,46 @@ struct Workload {
   uint64_t iterations = 0;
   uint64_t work_ns = 0;  // iterations x iteration_ns: GPU time to finish
   Estimate estimate = Estimate::kIters;
+  uint64_t persistent_bytes = 0;
+  uint64_t ephemeral_bytes = 0;
+};
+
+// One launch token: the GPU's only one, or under pack one per lane.
+struct Token {
+  int holder = -1;
+  uint64_t runs_from_ns = 0;          // the holder's handover ends here
+  uint64_t slice_end_ns = kForever;
+  bool run_is_open = false;           // the holder's current slice has a Run
+  bool preempted = false;             // an admission takes it from the holder now
 };
 
 class Simulator {
  public:
   Simulator(const Trace& trace, Policy policy, const SimOptions& options)
-      : policy_(policy), options_(options) {
+      : policy_(policy),
+        options_(options),
+        capacity_bytes_(mib_to_bytes(options.capacity_mib)),
+        memory_modelled_(options.capacity_mib > 0) {
     size_t count = trace.jobs.size();
     jobs_.resize(count);
     workloads_.resize(count);
+    lanes_.assign(count, scheduler::kNoLane);
+    open_runs_.resize(count);
     result_.jobs.resize(count);
+    result_.memory_modelled = memory_modelled_;
     for (size_t i = 0; i < count; ++i) load_job(trace.jobs[i], int(i));
     arrival_order_.resize(count);
     std::iota(arrival_order_.begin(), arrival_order_.end(), 0);
     std::stable_sort(arrival_order_.begin(), arrival_order_.end(),
                      [&](int a, int b) { return jobs_[a].arrival_ns < jobs_[b].arrival_ns; });
+    // Without lanes pack has the one token, as a live job without a lane.
+    bool per_lane = memory_modelled_ && scheduler::tokens_per_lane(policy);
+    tokens_.resize(per_lane ? shm::kMaxLanes : 1);
   }
 
   SimResult run() {
-    while (departed_ < jobs_.size()) step();
+    while (departed_ < jobs_.size() && step()) {
+    }
     summarise();
     return std::move(result_);
   }
@@ -204,18 +236,34 @@ class Simulator {
     work.iterations = source.iterations;
     work.work_ns = work.iteration_ns * work.iterations;
     work.estimate = source.estimate;
+    work.persistent_bytes = mib_to_bytes(source.persistent_mib);
+    work.ephemeral_bytes = mib_to_bytes(source.ephemeral_mib);
     result_.jobs[index].arrival_ns = job.arrival_ns;
   }
 
-  // One event: the earliest of the next arrival, the holder's departure
-  // and its slice end. Several at the same instant are handled together:
-  // the departure first, then every arrival, then one decision.
-  void step() {
-    advance_to(std::min({next_arrival_ns(), holder_finish_ns(), slice_end_ns_}));
-    depart_if_done();
-    bool slice_over = holder_ >= 0 && now_ == slice_end_ns_;
-    bool preempted = admit_arrivals();
-    if (holder_ < 0 || slice_over || preempted) decide();
+  // One event: the earliest of the next arrival, a holder's departure and a
+  // slice end. Several at the same instant are handled together: the
+  // departures first (and the lanes widened), then every arrival, then the
+  // admissions, then one decision per token that needs one. False when
+  // nothing can happen any more: only jobs that can never be admitted are
+  // left.
+  bool step() {
+    uint64_t next = next_arrival_ns();
+    for (size_t k = 0; k < tokens_.size(); ++k)
+      next = std::min({next, holder_finish_ns(int(k)), tokens_[k].slice_end_ns});
+    if (next == kForever) return false;
+    advance_to(next);
+    bool departed = depart_finished();
+    if (departed && memory_modelled_) widen_lanes();
+    // Only an arrival or a departure changes what place_jobs answers.
+    if (queue_arrivals() || departed) admit_waiting();
+    for (size_t k = 0; k < tokens_.size(); ++k) {
+      Token& token = tokens_[k];
+      bool slice_over = token.holder >= 0 && now_ == token.slice_end_ns;
+      if (token.holder < 0 || slice_over || token.preempted) decide(int(k));
+      token.preempted = false;
+    }
+    return true;
   }
 
   uint64_t next_arrival_ns() const {
@@ -223,70 +271,183 @@ class Simulator {
     return jobs_[arrival_order_[next_arrival_]].arrival_ns;
   }
 
-  // The holder runs from the end of its handover.
-  uint64_t holder_runs_from() const { return std::max(now_, runs_from_ns_); }
+  // A holder runs from the end of its handover.
+  uint64_t runs_from(const Token& token) const { return std::max(now_, token.runs_from_ns); }
 
-  uint64_t holder_finish_ns() const {
-    if (holder_ < 0) return kForever;
-    return holder_runs_from() + (workloads_[holder_].work_ns - jobs_[holder_].served_ns);
+  uint64_t holder_finish_ns(int k) const {
+    const Token& token = tokens_[k];
+    if (token.holder < 0) return kForever;
+    return runs_from(token) + (workloads_[token.holder].work_ns - jobs_[token.holder].served_ns);
   }
 
-  // The holder runs until `t`: charge it, note the run.
+  // Every holder runs until `t`: charge it, note the run. The GPU is busy
+  // from the earliest of their starts: every run goes on until `t`.
   void advance_to(uint64_t t) {
-    if (holder_ >= 0 && t > holder_runs_from()) {
-      uint64_t from = holder_runs_from();
-      scheduler::charge(jobs_[holder_], t - from);
-      result_.busy_ns += t - from;
-      note_run(from, t);
+    uint64_t busy_from = t;
+    for (Token& token : tokens_) {
+      if (token.holder < 0 || t <= runs_from(token)) continue;
+      uint64_t from = runs_from(token);
+      scheduler::charge(jobs_[token.holder], t - from);
+      note_run(token, from, t);
+      busy_from = std::min(busy_from, from);
     }
+    result_.busy_ns += t - busy_from;
     now_ = t;
   }
 
-  void note_run(uint64_t from, uint64_t to) {
-    if (jobs_[holder_].served_ns == to - from) result_.jobs[holder_].start_ns = from;
-    if (run_is_open_) {
-      result_.timeline.back().end_ns = to;
+  void note_run(Token& token, uint64_t from, uint64_t to) {
+    int holder = token.holder;
+    if (jobs_[holder].served_ns == to - from) result_.jobs[holder].start_ns = from;
+    if (token.run_is_open) {
+      // The token's open run is the last Run of its holder.
+      result_.timeline[open_runs_[holder]].end_ns = to;
     } else {
-      result_.timeline.push_back({holder_, from, to});
-      run_is_open_ = true;
+      open_runs_[holder] = result_.timeline.size();
+      result_.timeline.push_back({holder, lanes_[holder], from, to});
+      token.run_is_open = true;
     }
   }
 
-  void depart_if_done() {
-    if (holder_ < 0 || jobs_[holder_].served_ns < workloads_[holder_].work_ns) return;
-    jobs_[holder_].active = false;
-    if (jobs_[holder_].served_ns == 0) result_.jobs[holder_].start_ns = now_;  // no work at all
-    result_.jobs[holder_].completion_ns = now_;
-    ++departed_;
-    holder_ = -1;
-    slice_end_ns_ = kForever;
+  // True if a holder departed.
+  bool depart_finished() {
+    bool departed = false;
+    for (Token& token : tokens_) {
+      int holder = token.holder;
+      if (holder < 0 || jobs_[holder].served_ns < workloads_[holder].work_ns) continue;
+      jobs_[holder].active = false;
+      JobResult& result = result_.jobs[holder];
+      if (jobs_[holder].served_ns == 0) result.start_ns = now_;  // no work at all
+      result.completion_ns = now_;
+      result.final_lane = lanes_[holder];
+      admitted_.erase(std::find(admitted_.begin(), admitted_.end(), holder));
+      ++departed_;
+      token.holder = -1;
+      token.slice_end_ns = kForever;
+      departed = true;
+    }
+    return departed;
   }
 
-  // Activates every job that has arrived by now; true if one of them takes
-  // the GPU from the holder at once.
-  bool admit_arrivals() {
-    bool preempts = false;
+  // True if a job arrived.
+  bool queue_arrivals() {
+    bool arrived = false;
     while (next_arrival_ns() <= now_) {
-      int index = arrival_order_[next_arrival_++];
-      scheduler::activate(policy_, jobs_.data(), int(jobs_.size()), index);
-      if (holder_ >= 0 && scheduler::preempts_now(policy_, jobs_[holder_], jobs_[index]))
-        preempts = true;
+      admission_queue_.push_back(arrival_order_[next_arrival_++]);
+      arrived = true;
     }
-    return preempts;
+    return arrived;
   }
 
-  void decide() {
-    refresh_estimates();
-    int next = scheduler::pick_next(policy_, jobs_.data(), int(jobs_.size()), holder_);
-    if (next < 0) {
-      holder_ = -1;
-      slice_end_ns_ = kForever;
-    } else if (next == holder_) {
-      start_slice(holder_runs_from());
+  // Tries the admission queue in arrival order; every job that fits is
+  // admitted and becomes active.
+  void admit_waiting() {
+    for (size_t q = 0; q < admission_queue_.size();) {
+      int index = admission_queue_[q];
+      if (!admits(index)) {
+        ++q;
+        continue;
+      }
+      admission_queue_.erase(admission_queue_.begin() + long(q));
+      admitted_.push_back(index);
+      JobResult& result = result_.jobs[index];
+      result.admitted_ns = now_;
+      result.admission_wait_ns = now_ - result.arrival_ns;
+      result.lane = lanes_[index];
+      activate(index);
+    }
+  }
+
+  // Whether `index` may be admitted now, its lane (and maybe the others')
+  // placed if so.
+  bool admits(int index) {
+    if (!memory_modelled_) return true;
+    // The arbiter's slot table bounds the jobs place_jobs considers.
+    if (admitted_.size() + 1 > shm::kMaxSlots) return false;
+    lane_jobs_.clear();
+    for (int i : admitted_) lane_jobs_.push_back(lane_job(i));
+    lane_jobs_.push_back(lane_job(index));
+    scheduler::LanePlan plan = scheduler::place_jobs(
+        lane_jobs_.data(), int(lane_jobs_.size()), capacity_bytes_, int(shm::kMaxLanes));
+    if (!plan.fits) return false;
+    apply_lanes();
+    return true;
+  }
+
+  scheduler::LaneJob lane_job(int index) const {
+    scheduler::LaneJob job;
+    job.id = index;
+    job.persistent = workloads_[index].persistent_bytes;
+    job.ephemeral = workloads_[index].ephemeral_bytes;
+    job.lane = lanes_[index];
+    return job;
+  }
+
+  // After a departure, as the live arbiter: more lanes, if more now fit.
+  void widen_lanes() {
+    lane_jobs_.clear();
+    for (int i : admitted_) lane_jobs_.push_back(lane_job(i));
+    if (lane_jobs_.empty()) return;
+    scheduler::LanePlan plan = scheduler::widen_lanes(
+        lane_jobs_.data(), int(lane_jobs_.size()), capacity_bytes_, int(shm::kMaxLanes));
+    if (plan.fits) apply_lanes();
+  }
+
+  // Writes lane_jobs_'s lanes back. Under pack a holder moved to another
+  // lane gives its old lane's token back; it waits for its new one.
+  void apply_lanes() {
+    for (const scheduler::LaneJob& job : lane_jobs_) lanes_[job.id] = job.lane;
+    if (tokens_.size() == 1) return;
+    for (size_t k = 0; k < tokens_.size(); ++k) {
+      Token& token = tokens_[k];
+      if (token.holder < 0 || lanes_[token.holder] == int(k)) continue;
+      token.holder = -1;
+      token.slice_end_ns = kForever;
+    }
+  }
+
+  // The token a job launches under.
+  int token_of(int index) const { return tokens_.size() == 1 ? 0 : lanes_[index]; }
+
+  // What the policy sees for token `k`: every job, those of other tokens
+  // made inactive. Indices stay those of jobs_.
+  const scheduler::Job* view_of(int k) {
+    if (tokens_.size() == 1) return jobs_.data();
+    view_ = jobs_;
+    for (size_t i = 0; i < view_.size(); ++i)
+      if (token_of(int(i)) != k) view_[i].active = false;
+    return view_.data();
+  }
+
+  // `index` becomes active, levelled on the fair clock with the others of
+  // its token (live: the jobs gathered for that token).
+  void activate(int index) {
+    int k = token_of(index);
+    if (tokens_.size() == 1) {
+      scheduler::activate(policy_, jobs_.data(), int(jobs_.size()), index);
     } else {
-      holder_ = next;
+      view_of(k);
+      scheduler::activate(policy_, view_.data(), int(view_.size()), index);
+      jobs_[index].vtime_ns = view_[index].vtime_ns;
+      jobs_[index].active = true;
+    }
+    int holder = tokens_[k].holder;
+    if (holder >= 0 && scheduler::preempts_now(policy_, jobs_[holder], jobs_[index]))
+      tokens_[k].preempted = true;
+  }
+
+  void decide(int k) {
+    Token& token = tokens_[k];
+    refresh_estimates();
+    int next = scheduler::pick_next(policy_, view_of(k), int(jobs_.size()), token.holder);
+    if (next < 0) {
+      token.holder = -1;
+      token.slice_end_ns = kForever;
+    } else if (next == token.holder) {
+      start_slice(token, runs_from(token));
+    } else {
+      token.holder = next;
       ++result_.handovers;
-      start_slice(now_ + options_.handover_ns);
+      start_slice(token, now_ + options_.handover_ns);
     }
   }
 
@@ -312,54 +473,66 @@ class Simulator {
   // The holder's slice starts when it starts to run, at `runs_from`; it ends
   // at the first iteration boundary at or after its length, at most
   // slice_max later.
-  void start_slice(uint64_t runs_from) {
-    runs_from_ns_ = runs_from;
-    run_is_open_ = false;
-    uint64_t length = scheduler::slice_length(policy_, jobs_[holder_], options_.quantum_ns);
+  void start_slice(Token& token, uint64_t runs_from) {
+    token.runs_from_ns = runs_from;
+    token.run_is_open = false;
+    uint64_t length = scheduler::slice_length(policy_, jobs_[token.holder], options_.quantum_ns);
     if (length == kForever) {
-      slice_end_ns_ = kForever;
+      token.slice_end_ns = kForever;
       return;
     }
-    uint64_t iteration = workloads_[holder_].iteration_ns;
-    uint64_t served = jobs_[holder_].served_ns;
+    uint64_t iteration = workloads_[token.holder].iteration_ns;
+    uint64_t served = jobs_[token.holder].served_ns;
     uint64_t due = saturating_add(served, length);
     uint64_t boundary = saturating_add(due, iteration - 1) / iteration * iteration;
     uint64_t at_boundary = saturating_add(runs_from, boundary - served);
     uint64_t latest = saturating_add(saturating_add(runs_from, length), options_.slice_max_ns);
-    slice_end_ns_ = std::min(at_boundary, latest);
+    token.slice_end_ns = std::min(at_boundary, latest);
   }
 
   void summarise() {
     uint64_t first_arrival = kForever, last_completion = 0;
-    double jct_sum = 0;
+    double jct_sum = 0, admission_wait_sum = 0;
     for (size_t i = 0; i < jobs_.size(); ++i) {
       JobResult& job = result_.jobs[i];
       job.gpu_ns = jobs_[i].served_ns;
-      job.jct_ns = job.completion_ns - job.arrival_ns;
-      job.wait_ns = job.jct_ns - job.gpu_ns;
+      // A job never admitted (its P + E alone beyond the capacity) keeps 0s.
+      if (job.completion_ns >= job.arrival_ns) {
+        job.jct_ns = job.completion_ns - job.arrival_ns;
+        job.wait_ns = job.jct_ns - job.gpu_ns;
+      }
       jct_sum += double(job.jct_ns);
+      admission_wait_sum += double(job.admission_wait_ns);
+      if (job.admission_wait_ns > 0) ++result_.admission_waits;
+      result_.max_admission_wait_ns = std::max(result_.max_admission_wait_ns, job.admission_wait_ns);
       first_arrival = std::min(first_arrival, job.arrival_ns);
       last_completion = std::max(last_completion, job.completion_ns);
     }
     if (jobs_.empty()) return;
     result_.average_jct_ns = jct_sum / double(jobs_.size());
-    result_.makespan_ns = last_completion - first_arrival;
+    result_.average_admission_wait_ns = admission_wait_sum / double(jobs_.size());
+    result_.makespan_ns = last_completion > first_arrival ? last_completion - first_arrival : 0;
     if (result_.makespan_ns > 0)
       result_.busy_fraction = double(result_.busy_ns) / double(result_.makespan_ns);
   }
 
   const Policy policy_;
   const SimOptions options_;
+  const uint64_t capacity_bytes_;
+  const bool memory_modelled_;
   std::vector<scheduler::Job> jobs_;  // what the policy sees, by trace index
   std::vector<Workload> workloads_;
+  std::vector<int> lanes_;            // by trace index; kNoLane without a capacity
   std::vector<int> arrival_order_;    // trace indices by arrival, ties by index
   size_t next_arrival_ = 0;           // into arrival_order_
+  std::vector<int> admission_queue_;  // arrived, not admitted; in arrival order
+  std::vector<int> admitted_;         // admitted, not departed; in admission order
   size_t departed_ = 0;
   uint64_t now_ = 0;
-  int holder_ = -1;
-  uint64_t runs_from_ns_ = 0;         // the holder's handover ends here
-  uint64_t slice_end_ns_ = kForever;
-  bool run_is_open_ = false;          // the holder's current slice has a Run
+  std::vector<Token> tokens_;         // one, or shm::kMaxLanes under pack with lanes
+  std::vector<size_t> open_runs_;     // into the timeline: a holder's open Run, by trace index
+  std::vector<scheduler::LaneJob> lane_jobs_;  // scratch for the lane planner
+  std::vector<scheduler::Job> view_;           // scratch for view_of
   SimResult result_;
 };
 
@@ -393,6 +566,7 @@ bool parse_trace(const std::string& json_text, Trace* out, std::string* error) {
   trace.quantum_ms = read.number("quantum_ms", false, trace.quantum_ms, 0, true, kMaxMs);
   trace.slice_max_ms = read.number("slice_max_ms", false, trace.slice_max_ms, 0, false, kMaxMs);
   trace.handover_ms = read.number("handover_ms", false, trace.handover_ms, 0, false, kMaxMs);
+  trace.capacity_mib = uint64_t(read.whole("capacity_mib", false, 0, 1, kMaxMib));
   if (!read.ok()) return false;
   auto jobs = root.find("jobs");
   if (jobs == root.end()) {
@@ -406,7 +580,22 @@ bool parse_trace(const std::string& json_text, Trace* out, std::string* error) {
   trace.jobs.resize(jobs->size());
   for (size_t i = 0; i < jobs->size(); ++i)
     if (!parse_job((*jobs)[i], i, &trace.jobs[i], error)) return false;
+  if (!check_capacity(trace, error)) return false;
   *out = std::move(trace);
+  return true;
+}
+
+bool check_capacity(const Trace& trace, std::string* error) {
+  if (trace.capacity_mib == 0) return true;
+  for (size_t i = 0; i < trace.jobs.size(); ++i) {
+    const TraceJob& job = trace.jobs[i];
+    uint64_t peak = job.persistent_mib + job.ephemeral_mib;
+    if (peak <= trace.capacity_mib) continue;
+    *error = "jobs[" + std::to_string(i) + "] (" + job.name + ") needs P + E = " +
+             std::to_string(peak) + " MiB, more than capacity_mib " +
+             std::to_string(trace.capacity_mib) + ": it could never be admitted";
+    return false;
+  }
   return true;
 }
 
@@ -415,6 +604,7 @@ SimOptions options_from(const Trace& trace) {
   options.quantum_ns = std::max<uint64_t>(1, ms_to_ns(trace.quantum_ms));
   options.slice_max_ns = ms_to_ns(trace.slice_max_ms);
   options.handover_ns = ms_to_ns(trace.handover_ms);
+  options.capacity_mib = trace.capacity_mib;
   return options;
 }
 

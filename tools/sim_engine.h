@@ -3,17 +3,41 @@
 // the same trace and policy always give the same result.
 //
 // The model
-//   - One GPU. Exactly one job runs at a time: the token holder. It
-//     progresses at rate 1, so each of its iterations takes iteration_ms.
-//   - A job is active from its arrival until it has done all its
+//   - One GPU. Under every policy but pack exactly one job runs at a time:
+//     the token holder. It progresses at rate 1, so each of its iterations
+//     takes iteration_ms.
+//   - Memory (only with a capacity: Trace::capacity_mib, SimOptions). A
+//     job has persistent memory P and ephemeral memory E (scheduler/lanes.h).
+//     On arrival it must be admitted: scheduler::place_jobs must find lanes
+//     for the admitted jobs and it within the capacity. A job that does not fit
+//     waits in the admission queue and is not active for the policy. The
+//     queue is tried in arrival order on every arrival and after every
+//     departure, and each job that fits is admitted then, also past an
+//     earlier one that still does not fit (as live, where an allocation
+//     that fits is granted at once). A departure first re-forms the lanes
+//     with scheduler::widen_lanes, as the live arbiter does. At most
+//     shm::kMaxSlots jobs are admitted at once (the arbiter's slots). Without
+//     a capacity every job is admitted on arrival and has no lane.
+//   - pack: every lane has its own token; the holders of different lanes
+//     run at the same time, each at rate 1 (the model assumes the GPU does
+//     not slow down under concurrency, so pack's gain is an upper bound).
+//     Within a lane, pick_next chooses among the lane's active jobs, with
+//     slices and handovers as below, per lane. A holder moved to another
+//     lane by a re-forming gives its old lane's token back at once (work
+//     done is kept) and waits for its new lane's, as live (apply_lanes); its
+//     fair clock is not levelled again. Without a capacity no job has a lane
+//     and pack is fair: live, a job without a lane uses lane 0's token.
+//   - A job is active from its admission until it has done all its
 //     iterations; then it departs.
-//   - Every grant of the GPU to a job other than the one that just ran
-//     (the first grant on an idle GPU included) is a handover: handover_ms
-//     of idle GPU time before the new holder runs. A holder that is picked
-//     again at its slice end goes on at once, no handover.
-//   - Decisions: on an arrival when no job holds the GPU, or when the
-//     newcomer preempts the holder (priority only: preempts_now, at once,
-//     mid-iteration); when the holder departs; at a slice end.
+//   - Every grant of a token to a job other than the one that just ran on
+//     it (the first grant on an idle token included) is a handover:
+//     handover_ms of idle time on that token before the new holder runs. A
+//     holder that is picked again at its slice end goes on at once, no
+//     handover.
+//   - Decisions, per token: on an admission when no job holds the token, or
+//     when the newcomer preempts the holder (priority only: preempts_now, at
+//     once, mid-iteration); when the holder departs or is moved away; at a
+//     slice end.
 //   - A slice starts when its holder starts to run, at time t, and has
 //     length L = slice_length(). It ends at the holder's first iteration
 //     boundary at or after t + L (Salus switches between iterations), but
@@ -35,6 +59,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/lanes.h"
 #include "scheduler/policy.h"
 
 namespace gshare::sim {
@@ -53,7 +78,10 @@ struct TraceJob {
   uint64_t iterations = 0;
   uint32_t weight = 1;        // fair: share of GPU time, >= 1
   int32_t priority = 0;       // priority: larger runs first
-  uint64_t memory_mib = 0;    // carried to the output; unused by these policies
+  uint64_t memory_mib = 0;    // carried to the output; parse_trace takes it as P when
+                              // the trace gives neither persistent_mib nor ephemeral_mib
+  uint64_t persistent_mib = 0;  // P: resident while the job lives (with a capacity only)
+  uint64_t ephemeral_mib = 0;   // E: its peak within one iteration (with a capacity only)
   Estimate estimate = Estimate::kIters;
 };
 
@@ -62,21 +90,29 @@ struct Trace {
   double quantum_ms = 50;
   double slice_max_ms = 200;
   double handover_ms = 0.05;
+  uint64_t capacity_mib = 0;  // the GPU's memory C; 0: memory is not modelled
   std::vector<TraceJob> jobs;
 };
 
 // False with one line in `error` that names the bad field (for a job:
 // "jobs[3].iteration_ms ..."). Unknown fields are ignored, so the trace can
 // carry notes for other readers (the GPU benchmark reads the same files).
+// A trace with a capacity is also checked as check_capacity() does.
 bool parse_trace(const std::string& json_text, Trace* out, std::string* error);
+
+// False with one line in `error` when a job needs more than the capacity on
+// its own (P + E > capacity_mib): it could never be admitted. True without
+// a capacity.
+bool check_capacity(const Trace& trace, std::string* error);
 
 struct SimOptions {
   uint64_t quantum_ns = 50'000'000;     // > 0
   uint64_t slice_max_ns = 200'000'000;  // how far past its length a slice may run
   uint64_t handover_ns = 50'000;        // idle GPU time of each handover
+  uint64_t capacity_mib = 0;            // 0: memory is not modelled
 };
 
-// The trace's own quantum, slice_max and handover.
+// The trace's own quantum, slice_max, handover and capacity.
 SimOptions options_from(const Trace& trace);
 
 // One slice, or the part of it in which its job ran: from the end of the
@@ -84,6 +120,7 @@ SimOptions options_from(const Trace& trace);
 // A holder picked again at its slice end starts a new Run.
 struct Run {
   int job = -1;  // index into the trace's jobs
+  int lane = scheduler::kNoLane;  // the job's lane when the run began; none without a capacity
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
 };
@@ -94,7 +131,11 @@ struct JobResult {
   uint64_t completion_ns = 0;
   uint64_t jct_ns = 0;         // completion - arrival
   uint64_t gpu_ns = 0;         // GPU time received
-  uint64_t wait_ns = 0;        // jct - gpu: waiting, handovers included
+  uint64_t wait_ns = 0;        // jct - gpu: waiting, handovers and admission included
+  uint64_t admitted_ns = 0;    // when it was admitted: its arrival without a capacity
+  uint64_t admission_wait_ns = 0;  // admitted - arrival
+  int lane = scheduler::kNoLane;        // its lane when admitted; none without a capacity
+  int final_lane = scheduler::kNoLane;  // its lane when it departed (re-formings move jobs)
 };
 
 struct SimResult {
@@ -102,13 +143,19 @@ struct SimResult {
   std::vector<Run> timeline;    // in time order
   double average_jct_ns = 0;
   uint64_t makespan_ns = 0;     // last completion - first arrival
-  uint64_t busy_ns = 0;         // time some job ran
+  uint64_t busy_ns = 0;         // time some job ran (under pack, one or more at once)
   double busy_fraction = 0;     // busy / makespan
   uint64_t handovers = 0;
+  bool memory_modelled = false;          // there was a capacity
+  uint64_t admission_waits = 0;          // jobs that waited to be admitted
+  double average_admission_wait_ns = 0;  // over all jobs
+  uint64_t max_admission_wait_ns = 0;
 };
 
 // Replays a trace accepted by parse_trace (or built the same way: every
-// job with iteration_ms > 0 and iterations >= 1).
+// job with iteration_ms > 0 and iterations >= 1, and, with a capacity, P + E
+// within it). A job that could never be admitted is left with no
+// completion (0) rather than run forever.
 SimResult simulate(const Trace& trace, Policy policy, const SimOptions& options);
 
 }  // namespace gshare::sim

@@ -161,9 +161,12 @@ std::string usage_text() {
       "live frame sample twice, 0.25 s apart (-d does not change that). --json\n"
       "wins over --once.\n"
       "\n"
-      "Each GPU's line shows its scheduling policy (fifo, fair, srtf, priority;\n"
-      "unknown until a process sets one) and how often the launch token changed\n"
-      "hands. On a narrow terminal some columns give way, CONTEXT first.\n"
+      "Each GPU's line shows its memory, the safety sum P + lanes' E against the\n"
+      "capacity (OVER when it exceeds it), its scheduling policy (fifo, fair,\n"
+      "srtf, priority, pack; unknown until a process sets one) and how often a\n"
+      "launch token changed hands; the line below lists its lanes and their\n"
+      "members, a lane's token holder starred under pack. P and E end in ~ while\n"
+      "provisional. On a narrow terminal some columns give way, SHORT first.\n"
       "\n"
       "columns:\n";
   for (const Column& column : process_columns())

@@ -10,6 +10,8 @@
 namespace gshare::top {
 
 // 2: "state" is the scheduler's running/waiting/idle (was active/idle).
+// 3: under pack a GPU has a launch token per lane: "holds_token" is true for
+//    any lane's holder, and "holder_*" and "slice_*" describe token 0.
 inline constexpr int kJsonVersion = 3;
 
 // One JSON object on one line, without a trailing newline.

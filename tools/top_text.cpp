@@ -132,29 +132,108 @@ std::string abbreviated_uuid(const std::string& uuid) {
          sanitize_for_terminal(uuid.substr(uuid.size() - 4));
 }
 
-std::string gpu_header(const shm::GpuSnapshot& gpu, size_t process_count, const std::string& uuid,
-                       bool with_handovers) {
-  double percent = gpu.capacity_bytes ? 100.0 * double(gpu.reserved_bytes) / double(gpu.capacity_bytes) : 0.0;
-  char share[32];
-  snprintf(share, sizeof share, "%.1f%%", percent);
-  std::string line = "GPU " + uuid + "  capacity " + format_bytes(gpu.capacity_bytes) +
-                     "  reserved " + format_bytes(gpu.reserved_bytes) + " (" + share +
-                     ")  processes " + std::to_string(process_count) + "  policy " +
-                     sanitize_for_terminal(gpu.policy);
-  if (with_handovers) line += "  handovers " + std::to_string(gpu.handovers);
-  return line;
+// Continuation lines of a wrapped header or lanes line start with this.
+constexpr const char* kContinuationIndent = "    ";
+
+// `items` joined by `separator` on one line or, when that is wider than
+// `width` (0: no limit), over as many as needed, breaking only between
+// items, so that nothing is lost at the edge of a narrow terminal.
+std::vector<std::string> wrapped(const std::vector<std::string>& items, const char* separator,
+                                 size_t width) {
+  std::vector<std::string> lines;
+  std::string line;
+  for (const std::string& item : items) {
+    if (line.empty()) {
+      line = item;
+      continue;
+    }
+    std::string longer = line + separator + item;
+    if (width == 0 || display_width(longer) <= width) {
+      line = std::move(longer);
+      continue;
+    }
+    lines.push_back(std::move(line));
+    line = kContinuationIndent + item;
+  }
+  if (!line.empty()) lines.push_back(std::move(line));
+  return lines;
 }
 
-// Narrower forms for a narrow terminal: the UUID shortened, then without the
-// handover count (the live view clips whatever is still too wide).
-std::string gpu_header_line(const GpuView& view, size_t width) {
+std::string percent_of(uint64_t part, uint64_t whole) {
+  double percent = whole ? 100.0 * double(part) / double(whole) : 0.0;
+  char text[32];
+  snprintf(text, sizeof text, "(%.1f%%)", percent);
+  return text;
+}
+
+bool any_provisional(const GpuView& view) {
+  for (const ProcessView& row : view.processes)
+    if (row.process.memory_provisional) return true;
+  return false;
+}
+
+// The left side of the safety condition ΣP + Σ_lanes max E <= C against C:
+// "~" while some job's P or E may still move, OVER when it does not hold.
+std::string safety_item(const GpuView& view) {
+  const shm::GpuSnapshot& gpu = view.gpu;
+  std::string item = "safety " + format_bytes(gpu.safety_bytes) +
+                     (any_provisional(view) ? "~ " : " ") +
+                     percent_of(gpu.safety_bytes, gpu.capacity_bytes);
+  if (gpu.safety_bytes > gpu.capacity_bytes) item += " OVER";
+  return item;
+}
+
+std::vector<std::string> gpu_header_items(const GpuView& view, const std::string& uuid) {
+  const shm::GpuSnapshot& gpu = view.gpu;
+  std::vector<std::string> items = {
+      "GPU " + uuid,
+      "capacity " + format_bytes(gpu.capacity_bytes),
+      "reserved " + format_bytes(gpu.reserved_bytes) + " " +
+          percent_of(gpu.reserved_bytes, gpu.capacity_bytes),
+      safety_item(view),
+      "processes " + std::to_string(view.processes.size()),
+  };
+  if (gpu.memory_waiters != 0) items.push_back("memory waiters " + std::to_string(gpu.memory_waiters));
+  items.push_back("policy " + sanitize_for_terminal(gpu.policy));
+  items.push_back("handovers " + std::to_string(gpu.handovers));
+  return items;
+}
+
+// On a narrow terminal the UUID is shortened first, then the line wraps
+// (the live view clips whatever is still too wide).
+std::vector<std::string> gpu_header_lines(const GpuView& view, size_t width) {
   std::string uuid = sanitize_for_terminal(view.gpu.uuid);
-  size_t count = view.processes.size();
-  std::string line = gpu_header(view.gpu, count, uuid, true);
-  if (width == 0 || display_width(line) <= width) return line;
-  line = gpu_header(view.gpu, count, abbreviated_uuid(uuid), true);
-  if (display_width(line) <= width) return line;
-  return gpu_header(view.gpu, count, abbreviated_uuid(uuid), false);
+  std::vector<std::string> lines = wrapped(gpu_header_items(view, uuid), "  ", width);
+  if (lines.size() == 1) return lines;
+  return wrapped(gpu_header_items(view, abbreviated_uuid(uuid)), "  ", width);
+}
+
+// "0 [1234* 1240] E 3.00 GiB": a lane's members by pid, under pack the
+// holder of the lane's token starred (as in TOKEN), and the lane's
+// ephemeral space, "~" while a member's E may still move.
+std::string lane_item(const shm::LaneSnapshot& lane, const GpuView& view) {
+  std::string members;
+  bool provisional = false;
+  for (const ProcessView& row : view.processes) {  // by pid
+    const shm::ProcessSnapshot& p = row.process;
+    if (std::find(lane.slots.begin(), lane.slots.end(), p.slot) == lane.slots.end()) continue;
+    if (!members.empty()) members += " ";
+    members += std::to_string(p.pid);
+    if (int32_t(p.slot) == lane.holder_slot) members += "*";
+    provisional = provisional || p.memory_provisional;
+  }
+  return std::to_string(lane.lane) + " [" + members + "] E " + format_bytes(lane.ephemeral_bytes) +
+         (provisional ? "~" : "");
+}
+
+// "lanes: 0 [1234 1240] E 3.00 GiB · 1 [1250] E 512.0 MiB"; nothing before
+// any job is placed.
+std::vector<std::string> lanes_lines(const GpuView& view, size_t width) {
+  std::vector<std::string> items;
+  for (const shm::LaneSnapshot& lane : view.gpu.lanes) items.push_back(lane_item(lane, view));
+  if (items.empty()) return {};
+  items[0] = "lanes: " + items[0];
+  return wrapped(items, " \u00b7 ", width);
 }
 
 std::string no_processes_message(const Frame& frame) {
@@ -178,7 +257,8 @@ std::vector<TextLine> render_text(const Frame& frame, size_t width) {
     }
     if (view.processes.empty()) continue;
     if (!lines.empty()) lines.push_back({Kind::kBlank, ""});
-    lines.push_back({Kind::kGpu, gpu_header_line(view, width)});
+    for (std::string& line : gpu_header_lines(view, width)) lines.push_back({Kind::kGpu, std::move(line)});
+    for (std::string& line : lanes_lines(view, width)) lines.push_back({Kind::kLanes, std::move(line)});
     lines.push_back({Kind::kColumnHeader, header_row(layout)});
     for (const ProcessView& row : view.processes)
       lines.push_back({Kind::kProcess, process_row(row, layout)});

@@ -13,19 +13,21 @@ namespace gshare::top {
 
 struct TextLine {
   // Lets the live view style a line without parsing it.
-  enum class Kind { kTitle, kGpu, kRegionError, kColumnHeader, kProcess, kMessage, kBlank };
+  enum class Kind { kTitle, kGpu, kLanes, kRegionError, kColumnHeader, kProcess, kMessage, kBlank };
   Kind kind;
   std::string text;
 };
 
-// One frame: per GPU with live processes a header line and the process
-// table; a line per unreadable region; "no gshare processes (looked in DIR)"
+// One frame: per GPU with live processes a header line (capacity, reserved,
+// the safety condition, policy), a line of its lanes and their members, and
+// the process table; a line per unreadable region; "no gshare processes (looked in DIR)"
 // when there are no live processes at all. GPUs without processes are left
 // out (their regions outlive the processes); --json lists them.
 // `width` 0 means no limit: every column, flexible ones at their widest
 // cell. Otherwise columns give way in their Column::hide_order while the
 // flexible column (COMMAND) would get less than kFlexibleWantedWidth, then
-// it shrinks, down to kFlexibleMinWidth.
+// it shrinks, down to kFlexibleMinWidth. The header and lanes lines wrap
+// between their items instead.
 std::vector<TextLine> render_text(const Frame& frame, size_t width);
 
 // "gshare-top  /dev/shm  every 1 s  12:00:01", the first line of the live

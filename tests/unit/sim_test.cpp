@@ -449,3 +449,265 @@ TEST_CASE("the trace's quantum, slice_max and handover become the simulation's o
   CHECK(o.slice_max_ns == 0);
   CHECK(o.handover_ns == 250'000);
 }
+
+// ---------------------------------------------------------------------------
+// Memory: admission and lanes (issue #4)
+
+namespace {
+
+using gshare::scheduler::kNoLane;
+
+TraceJob memory_job(const char* name, double arrival_s, double iteration_ms, uint64_t iterations,
+                    uint64_t persistent_mib, uint64_t ephemeral_mib) {
+  TraceJob j = job(name, arrival_s, iteration_ms, iterations);
+  j.persistent_mib = persistent_mib;
+  j.ephemeral_mib = ephemeral_mib;
+  return j;
+}
+
+SimOptions with_capacity(uint64_t capacity_mib, double handover_ms = 0) {
+  SimOptions o = options(handover_ms);
+  o.capacity_mib = capacity_mib;
+  return o;
+}
+
+// How long jobs `a` and `b` ran at the same time.
+uint64_t ran_together(const SimResult& result, int a, int b) {
+  uint64_t total = 0;
+  for (const Run& x : result.timeline) {
+    if (x.job != a) continue;
+    for (const Run& y : result.timeline) {
+      if (y.job != b) continue;
+      uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
+      if (to > from) total += to - from;
+    }
+  }
+  return total;
+}
+
+// Runs in one lane never overlap: its jobs take turns.
+void check_lanes_take_turns(const SimResult& result) {
+  for (size_t i = 0; i < result.timeline.size(); ++i)
+    for (size_t j = i + 1; j < result.timeline.size(); ++j) {
+      const Run& x = result.timeline[i];
+      const Run& y = result.timeline[j];
+      if (x.lane != y.lane) continue;
+      INFO("lane " << x.lane << ": job " << x.job << " and job " << y.job);
+      CHECK((x.end_ns <= y.start_ns || y.end_ns <= x.start_ns));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a job that does not fit waits for admission exactly until a departure frees room") {
+  Trace trace;
+  // 600 + 600 MiB resident on a 1000 MiB GPU: b must wait for a to leave.
+  trace.jobs = {memory_job("a", 0, 10, 100, 600, 0), memory_job("b", 0.2, 10, 50, 600, 0)};
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kPack}) {
+    INFO(gshare::scheduler::policy_name(policy));
+    SimResult result = simulate(trace, policy, with_capacity(1000));
+    check_all_work_done(trace, result);
+    CHECK(result.memory_modelled);
+    // While b waits it is not active: a runs alone, and departs at 1 s.
+    CHECK(result.jobs[0].completion_ns == kSecond);
+    CHECK(result.jobs[0].admission_wait_ns == 0);
+    CHECK(result.jobs[1].admitted_ns == kSecond);
+    CHECK(result.jobs[1].admission_wait_ns == 800 * kMs);
+    CHECK(result.jobs[1].start_ns == kSecond);
+    CHECK(result.jobs[1].completion_ns == 1500 * kMs);
+    CHECK(result.jobs[1].wait_ns == 800 * kMs);  // the admission wait counts as waiting
+    CHECK(result.jobs[0].lane == 0);
+    CHECK(result.jobs[1].lane == 0);  // lane 0 is free again
+    CHECK(result.admission_waits == 1);
+    CHECK(result.max_admission_wait_ns == 800 * kMs);
+    CHECK(result.average_admission_wait_ns == Approx(400.0 * kMs));
+  }
+  // Without the capacity b is admitted on arrival, and fair shares the GPU.
+  SimResult unlimited = simulate(trace, Policy::kFair, options());
+  CHECK(unlimited.jobs[1].admission_wait_ns == 0);
+  CHECK(unlimited.jobs[0].completion_ns > kSecond);
+  CHECK(unlimited.admission_waits == 0);
+}
+
+TEST_CASE("a job that fits is admitted at once, past an earlier one that still waits") {
+  Trace trace;
+  trace.jobs = {memory_job("a", 0, 10, 100, 500, 0), memory_job("big", 0.1, 10, 10, 600, 0),
+                memory_job("small", 0.2, 10, 10, 400, 0)};
+  SimResult result = simulate(trace, Policy::kFifo, with_capacity(1000));
+  check_all_work_done(trace, result);
+  CHECK(result.jobs[2].admission_wait_ns == 0);  // 500 + 400 fit
+  // a's departure leaves 400 MiB resident: big fits beside small.
+  CHECK(result.jobs[1].admitted_ns == kSecond);
+  CHECK(result.jobs[1].admission_wait_ns == 900 * kMs);
+  // fifo's order is arrival, not admission (live: when the process came).
+  CHECK(result.jobs[1].start_ns == kSecond);
+  CHECK(result.jobs[2].start_ns == result.jobs[1].completion_ns);
+}
+
+TEST_CASE("under pack two jobs of different lanes run at the same time") {
+  Trace trace;
+  // ΣP + both E = 800 MiB of 1000: each job leads a lane of its own.
+  trace.jobs = {memory_job("a", 0, 10, 100, 100, 300), memory_job("b", 0, 10, 100, 100, 300)};
+  SimResult pack = simulate(trace, Policy::kPack, with_capacity(1000));
+  check_all_work_done(trace, pack);
+  check_lanes_take_turns(pack);
+  CHECK(pack.jobs[0].lane != pack.jobs[1].lane);
+  // Each finishes in the time it takes alone.
+  CHECK(pack.jobs[0].completion_ns == kSecond);
+  CHECK(pack.jobs[1].completion_ns == kSecond);
+  CHECK(ran_together(pack, 0, 1) == kSecond);
+  CHECK(pack.busy_ns == kSecond);  // time some job ran, not the sum
+  CHECK(pack.busy_fraction == Approx(1.0));
+  // The same lanes under fair: one token, one job at a time.
+  SimResult fair = simulate(trace, Policy::kFair, with_capacity(1000));
+  check_one_job_at_a_time(fair);
+  CHECK(fair.makespan_ns == 2 * kSecond);
+}
+
+TEST_CASE("under pack two jobs that memory puts in one lane take turns") {
+  Trace trace;
+  // Two lanes would need 200 + 500 + 500 MiB: one lane of 700 is all that fits.
+  trace.jobs = {memory_job("a", 0, 10, 100, 100, 500), memory_job("b", 0, 10, 100, 100, 500)};
+  SimResult one_lane = simulate(trace, Policy::kPack, with_capacity(1000));
+  check_all_work_done(trace, one_lane);
+  CHECK(one_lane.jobs[0].lane == 0);
+  CHECK(one_lane.jobs[1].lane == 0);
+  check_one_job_at_a_time(one_lane);
+  check_alternate(one_lane, 0, first_completion(one_lane));
+  CHECK(one_lane.makespan_ns == 2 * kSecond);
+  CHECK(ran_together(one_lane, 0, 1) == 0);
+  // With room for two lanes the same jobs finish in half the time.
+  SimResult two_lanes = simulate(trace, Policy::kPack, with_capacity(2000));
+  CHECK(two_lanes.jobs[0].lane != two_lanes.jobs[1].lane);
+  CHECK(two_lanes.makespan_ns == kSecond);
+}
+
+TEST_CASE("a departure widens the lanes, and pack then runs the jobs left at once") {
+  Trace trace;
+  // Three jobs fit one lane only (300 + 400 MiB; two lanes need 1100).
+  // When the short one leaves, two lanes fit exactly (200 + 400 + 400).
+  trace.jobs = {memory_job("short", 0, 10, 50, 100, 400), memory_job("b", 0, 10, 200, 100, 400),
+                memory_job("c", 0, 10, 200, 100, 400)};
+  SimResult pack = simulate(trace, Policy::kPack, with_capacity(1000));
+  check_all_work_done(trace, pack);
+  check_lanes_take_turns(pack);
+  // The three share one lane until the short job has had its 0.5 s, at
+  // about 1.5 s; b and c then run side by side for their last 1.5 s.
+  uint64_t widened = pack.jobs[0].completion_ns;
+  CHECK(double(widened) == Approx(1.5 * kSecond).margin(double(100 * kMs)));
+  for (const Run& run : pack.timeline)
+    if (run.start_ns < widened) CHECK(run.lane == pack.jobs[0].lane);
+  CHECK(pack.jobs[1].final_lane != pack.jobs[2].final_lane);
+  CHECK(ran_together(pack, 1, 2) > 1400 * kMs);
+  CHECK(ran_together(pack, 1, 2) <= pack.makespan_ns - widened);
+  CHECK(double(pack.makespan_ns) == Approx(3.0 * kSecond).margin(double(100 * kMs)));
+  // fair on the same memory: 4.5 s of work, one job at a time.
+  SimResult fair = simulate(trace, Policy::kFair, with_capacity(1000));
+  CHECK(fair.makespan_ns == 4500 * kMs);
+}
+
+TEST_CASE("without a capacity the memory fields change nothing, and pack is fair") {
+  Trace plain;
+  plain.jobs = {job("a", 0, 7, 300), job("b", 0.01, 13, 100), job("c", 0.3, 3, 500)};
+  plain.jobs[1].weight = 2;
+  Trace with_memory = plain;
+  for (TraceJob& j : with_memory.jobs) {
+    j.persistent_mib = 900;  // would not fit together on a 1000 MiB GPU
+    j.ephemeral_mib = 100;
+  }
+  auto same = [](const SimResult& x, const SimResult& y) {
+    REQUIRE(x.timeline.size() == y.timeline.size());
+    for (size_t i = 0; i < x.timeline.size(); ++i) {
+      CHECK(x.timeline[i].job == y.timeline[i].job);
+      CHECK(x.timeline[i].start_ns == y.timeline[i].start_ns);
+      CHECK(x.timeline[i].end_ns == y.timeline[i].end_ns);
+    }
+    CHECK(x.handovers == y.handovers);
+  };
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority}) {
+    INFO(gshare::scheduler::policy_name(policy));
+    SimResult before = simulate(plain, policy, options(0.05));
+    SimResult after = simulate(with_memory, policy, options(0.05));
+    same(before, after);
+    CHECK_FALSE(after.memory_modelled);
+    CHECK(after.admission_waits == 0);
+    for (const JobResult& j : after.jobs) {
+      CHECK(j.admission_wait_ns == 0);
+      CHECK(j.admitted_ns == j.arrival_ns);
+      CHECK(j.lane == kNoLane);
+    }
+    for (const Run& run : after.timeline) CHECK(run.lane == kNoLane);
+  }
+  same(simulate(plain, Policy::kPack, options(0.05)), simulate(plain, Policy::kFair, options(0.05)));
+  // The same jobs with the capacity do wait: the fields are read.
+  CHECK(simulate(with_memory, Policy::kFair, with_capacity(1000)).admission_waits == 2);
+}
+
+TEST_CASE("a job larger than the GPU on its own is left unfinished instead of hanging") {
+  Trace trace;
+  trace.jobs = {memory_job("fits", 0, 10, 10, 100, 100), memory_job("too-big", 0, 10, 10, 900, 200)};
+  SimResult result = simulate(trace, Policy::kFifo, with_capacity(1000));
+  CHECK(result.jobs[0].completion_ns == 100 * kMs);
+  CHECK(result.jobs[1].completion_ns == 0);
+  CHECK(result.jobs[1].gpu_ns == 0);
+  std::string error;
+  trace.capacity_mib = 1000;
+  CHECK_FALSE(gshare::sim::check_capacity(trace, &error));
+  CHECK(error == "jobs[1] (too-big) needs P + E = 1100 MiB, more than capacity_mib 1000: it "
+                 "could never be admitted");
+}
+
+TEST_CASE("a trace's memory fields parse; memory_mib stands in for P when nothing is split") {
+  Trace trace;
+  std::string error;
+  REQUIRE(parse_trace(R"({"capacity_mib": 16384, "jobs": [
+      {"name": "split", "arrival_s": 0, "iteration_ms": 1, "iterations": 1,
+       "persistent_mib": 1000, "ephemeral_mib": 3000, "memory_mib": 5000},
+      {"name": "whole", "arrival_s": 0, "iteration_ms": 1, "iterations": 1, "memory_mib": 7000},
+      {"name": "only-e", "arrival_s": 0, "iteration_ms": 1, "iterations": 1,
+       "memory_mib": 7000, "ephemeral_mib": 2000},
+      {"name": "none", "arrival_s": 0, "iteration_ms": 1, "iterations": 1}]})",
+                      &trace, &error));
+  CHECK(error.empty());
+  CHECK(trace.capacity_mib == 16384);
+  CHECK(gshare::sim::options_from(trace).capacity_mib == 16384);
+  REQUIRE(trace.jobs.size() == 4);
+  CHECK(trace.jobs[0].persistent_mib == 1000);
+  CHECK(trace.jobs[0].ephemeral_mib == 3000);
+  CHECK(trace.jobs[0].memory_mib == 5000);
+  CHECK(trace.jobs[1].persistent_mib == 7000);
+  CHECK(trace.jobs[1].ephemeral_mib == 0);
+  CHECK(trace.jobs[2].persistent_mib == 0);
+  CHECK(trace.jobs[2].ephemeral_mib == 2000);
+  CHECK(trace.jobs[3].persistent_mib == 0);
+  CHECK(trace.jobs[3].ephemeral_mib == 0);
+  REQUIRE(parse_trace(trace_with("memory_mib", 100), &trace, &error));
+  CHECK(trace.capacity_mib == 0);  // absent: memory is not modelled
+}
+
+TEST_CASE("bad memory fields are rejected with an error that names the field") {
+  struct Case {
+    std::string trace;
+    const char* error;
+  };
+  const Case cases[] = {
+      {trace_with("capacity_mib", 0, true), "capacity_mib must be a whole number >= 1"},
+      {trace_with("capacity_mib", 1.5, true), "capacity_mib must be a whole number"},
+      {trace_with("persistent_mib", -1), "jobs[0].persistent_mib must be a whole number >= 0"},
+      {trace_with("ephemeral_mib", "x"), "jobs[0].ephemeral_mib must be a whole number"},
+      {trace_with("ephemeral_mib", 2e9), "jobs[0].ephemeral_mib must be a whole number >= 0 and <= 1e+09"},
+      {R"({"capacity_mib": 1000, "jobs": [{"name": "a", "arrival_s": 0, "iteration_ms": 1,
+          "iterations": 1, "persistent_mib": 700, "ephemeral_mib": 400}]})",
+       "jobs[0] (a) needs P + E = 1100 MiB, more than capacity_mib 1000"},
+      {R"({"capacity_mib": 1000, "jobs": [{"name": "a", "arrival_s": 0, "iteration_ms": 1,
+          "iterations": 1, "memory_mib": 1001}]})",
+       "jobs[0] (a) needs P + E = 1001 MiB"},
+  };
+  for (const Case& c : cases) {
+    Trace trace;
+    std::string error;
+    INFO(c.trace);
+    CHECK_FALSE(parse_trace(c.trace, &trace, &error));
+    CHECK_THAT(error, Catch::Matchers::Contains(c.error));
+  }
+}
