@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <atomic>
 
+#include "allocator/classifier.h"
 #include "allocator/devices.h"
+#include "allocator/framework_caches.h"
 #include "allocator/pools.h"
+#include "intercept/driver_api.h"
 #include "intercept/log.h"
 #include "scheduler/policy.h"
 #include "scheduler/token.h"
@@ -96,6 +99,13 @@ void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
   shm::futex_wake_all(&r.header.token_futex);
 }
 
+// Whether the waiter may step aside: only while it holds no ephemeral
+// memory of its own. Otherwise another job given its turn could take part
+// of what the waiter still needs, and each would wait for the other's part.
+bool stepping_aside_helps(const Arbiter& arbiter) {
+  return ephemeral_now(arbiter.region()->slots[arbiter.own_slot()]) == 0;
+}
+
 bool releases_answered(const Arbiter& arbiter, const Requests& q) {
   const Region& r = *arbiter.region();
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
@@ -128,6 +138,34 @@ void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
 }  // namespace
 
 void configure_admission(const Options& options) { g_timeout_s = options.admit_timeout_s; }
+
+bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
+                               uint64_t* started_ns) {
+  DeviceAccount& account = device.account;
+  if (!account.shared() || g_timeout_s <= 0 || !driver().mem_get_info) return false;
+  uint64_t now = shm::mono_now_ns();
+  if (*started_ns == 0) {
+    *started_ns = now;
+    GSHARE_INFO("%s of %.1f MiB on GPU %s: the driver is out of memory that gshare had "
+                "admitted (memory outside gshare's view is in use); waiting for it",
+                call, double(bytes) / MiB, device.uuid);
+  }
+  const uint64_t deadline = *started_ns + uint64_t(g_timeout_s * 1e9);
+  Arbiter& arbiter = account.arbiter();
+  Region& r = *arbiter.region();
+  Requests requests;
+  arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
+  if (scheduler::holds_token(arbiter) && stepping_aside_helps(arbiter)) scheduler::step_aside(arbiter);
+  while (now < deadline) {
+    uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
+    answer_release_requests();
+    size_t free_bytes = 0, total = 0;
+    if (driver().mem_get_info(&free_bytes, &total) == CUDA_SUCCESS && free_bytes >= bytes) return true;
+    shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
+    now = shm::mono_now_ns();
+  }
+  return false;
+}
 
 ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t allocations,
                     MemoryClass kind) {
@@ -170,9 +208,11 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       aside = true;
     } else if (!requests.any || now - requests.at_ns >= kAskAgainNs) {
       arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
-    } else if (!aside && releases_answered(arbiter, requests) && scheduler::holds_token(arbiter)) {
+    } else if (!aside && releases_answered(arbiter, requests) && scheduler::holds_token(arbiter) &&
+               stepping_aside_helps(arbiter)) {
       // What is short is in real use by jobs that are not running: let
-      // them run and free it.
+      // them run and free it. Otherwise it keeps its turn: a job switched
+      // out at an iteration boundary frees its part without the token.
       scheduler::step_aside(arbiter);
       aside = true;
     }
@@ -215,13 +255,31 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
   return result;
 }
 
-void answer_release_requests() {
-  for_each_attached_device([](Device& device) {
+namespace {
+bool release_requested() {
+  bool requested = false;
+  for_each_attached_device([&](Device& device) {
+    Slot* slot = device.account.slot();
+    if (slot && __atomic_load_n(&slot->release_requests, __ATOMIC_RELAXED) !=
+                    __atomic_load_n(&slot->release_acks, __ATOMIC_RELAXED))
+      requested = true;
+  });
+  return requested;
+}
+
+void answer(bool from_hook) {
+  if (!release_requested()) return;
+  bool framework = from_hook && can_empty_framework_caches();
+  // A framework cache only a hook thread can empty: leave the answer to it.
+  if (!framework && has_framework_cache()) return;
+  uint64_t emptied = framework ? empty_framework_caches_and_measure() : 0;
+  for_each_attached_device([&](Device& device) {
     Slot* slot = device.account.slot();
     if (!slot) return;
     uint32_t wanted = __atomic_load_n(&slot->release_requests, __ATOMIC_RELAXED);
     if (wanted == __atomic_load_n(&slot->release_acks, __ATOMIC_RELAXED)) return;
-    uint64_t freed = trim_pools(device);
+    uint64_t freed = trim_pools(device) + emptied;
+    emptied = 0;  // counted once, on the first device
     shm::Arbiter& arbiter = device.account.arbiter();
     arbiter.update([&] {
       slot->release_acks = wanted;
@@ -232,6 +290,36 @@ void answer_release_requests() {
       GSHARE_DEBUG("GPU %s: gave back %.1f MiB of cached memory on request", device.uuid,
                    double(freed) / MiB);
   });
+}
+}  // namespace
+
+void answer_release_requests() { answer(false); }
+
+void answer_release_requests_from_hook() { answer(true); }
+
+void give_back_cache_when_switched_out() {
+  if (!has_framework_cache() || !can_empty_framework_caches()) return;
+  bool switched_out = false;
+  for_each_attached_device([&](Device& device) {
+    Slot* slot = device.account.slot();
+    if (!slot || scheduler::holds_token(device.account.arbiter())) return;
+    const Region& r = *device.account.arbiter().region();
+    int own = device.account.arbiter().own_slot();
+    uint32_t lane = r.slots[own].lane;
+    for (uint32_t i = 0; i < kMaxSlots && lane < shm::kMaxLanes; ++i)
+      if (int(i) != own && r.slots[i].state == shm::kSlotLive && r.slots[i].lane == lane)
+        switched_out = true;
+  });
+  if (!switched_out) return;
+  uint64_t freed = empty_framework_caches_and_measure();
+  if (freed > 0) {
+    for_each_attached_device([&](Device& device) {
+      Slot* slot = device.account.slot();
+      if (!slot) return;
+      device.account.arbiter().update([&] { slot->released_bytes += freed; });
+      freed = 0;
+    });
+  }
 }
 
 }  // namespace gshare::allocator

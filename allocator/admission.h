@@ -12,10 +12,18 @@
 //                  running job of its lane (a turn), or as cache by a job
 //                  that is switched out. The cache holders are asked to
 //                  give it back; if the bytes are in real use by a job that
-//                  is not running, the waiter steps aside so that job can
-//                  finish its iteration and free them.
+//                  is not running, a waiter that holds no ephemeral memory
+//                  itself steps aside so that job can finish its iteration
+//                  and free them. One that holds some keeps its turn: a job
+//                  given the turn could take part of what it still needs,
+//                  and each would wait for the other's part. Jobs whose E
+//                  is not yet known share one lane (scheduler/lanes.h), so
+//                  they take turns from their first allocation.
 //
-// Either wait prints one message, ends when the reservation is granted, and
+// Should every job that holds memory be waiting for admission, the one that
+// has waited longest is admitted on the bytes really free alone (shm/
+// arbiter.cpp says why this can happen). Either wait prints one message,
+// ends when the reservation is granted, and
 // after GSHARE_ADMIT_TIMEOUT_S gives up with CUDA_ERROR_OUT_OF_MEMORY and a
 // message naming the condition that failed and by how much.
 //
@@ -48,8 +56,30 @@ void configure_admission(const Options& options);
 shm::ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t allocations,
                          shm::MemoryClass kind);
 
+// The driver refused an allocation that gshare had admitted: memory gshare
+// does not see is in use (a process that just exited and whose memory the
+// driver has not yet freed, another program, the driver's own). Waits like
+// an allocation over capacity (asking for cache back, stepping aside) until
+// the driver reports `bytes` free, or GSHARE_ADMIT_TIMEOUT_S. True: try the
+// allocation again. `started_ns` (0 at first) keeps the wait's start across
+// tries.
+bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
+                               uint64_t* started_ns);
+
 // Answers requests from other jobs to give back cached memory, on every
-// attached device. Cheap when there are none.
+// attached device. Cheap when there are none. From the upkeep thread and
+// allocation paths: pools only; a process with a framework cache leaves
+// the answer to a hook thread, which can have the framework empty it.
 void answer_release_requests();
+// The same from a wait for the token or a host sync, where the frameworks'
+// caches can be emptied too (allocator/framework_caches.h).
+void answer_release_requests_from_hook();
+
+// After a host sync that ended an iteration: a job that no longer holds
+// its token and shares its lane gives its framework cache back now, so the
+// lane's next job finds the ephemeral space free. (Asked later, it could be
+// blocked inside the framework's own allocator, where the cache cannot be
+// emptied.)
+void give_back_cache_when_switched_out();
 
 }  // namespace gshare::allocator

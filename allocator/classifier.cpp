@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "allocator/devices.h"
+#include "allocator/framework_caches.h"
 #include "allocator/tracked_memory.h"
 
 namespace gshare::allocator {
@@ -103,9 +104,23 @@ bool site_is_persistent(uint32_t site) {
 
 // --- iterations ---
 
-std::atomic<uint64_t> g_iterations{0};  // the count births are stamped with
+// Boundaries seen so far: births are stamped with it. It only grows,
+// whereas the scheduler's count may start again from 0 when it changes how
+// it finds iterations (syncs or launches, scheduler/iterations.h).
+std::atomic<uint64_t> g_iterations{0};
 pthread_mutex_t g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;
-uint64_t g_classified = 0;              // the count last processed
+std::atomic<uint64_t> g_raw_seen{0};    // the scheduler's count last seen
+
+// Births at or after this iteration are never promoted by age: the process
+// has a framework cache, emptied then (UINT64_MAX: never emptied).
+std::atomic<uint64_t> g_cache_emptied_at{UINT64_MAX};
+// The measuring emptying is due (set at the second classified boundary).
+std::atomic<bool> g_measure_due{false};
+std::atomic<int> g_measure_tries{0};
+// Boundaries at which to try: the first ones may come before the cache
+// exists (a model's set-up), or where no Python is running.
+constexpr int kMeasureTries = 20;
+__thread int t_emptying_cache = 0;
 
 // E is the largest corrected peak of the last kPeakHistory iterations.
 constexpr int kPeakHistory = 8;
@@ -131,8 +146,16 @@ uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 // Under the region's lock: this device's share of `boundaries` new
 // boundaries, with `promoted` bytes moved from ephemeral to persistent.
 void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
+  if (boundaries == 0) {  // an emptying: P changed, no iteration ended
+    shm::Slot& s = *device.account.slot();
+    s.persistent_bytes += promoted;
+    s.iteration_peak_bytes = saturating_sub(s.iteration_peak_bytes, promoted);
+    if (s.class_iterations < 2) s.ephemeral_bytes = saturating_sub(s.ephemeral_bytes, promoted);
+    return;
+  }
   shm::Slot& s = *device.account.slot();
   uint64_t p_before = s.persistent_bytes, e_before = s.ephemeral_bytes;
+  uint32_t classified_before = s.class_iterations;
   s.persistent_bytes += promoted;
   uint64_t p = s.context_bytes + s.persistent_bytes;
   if (p > s.reserved_bytes) s.persistent_bytes = saturating_sub(s.reserved_bytes, s.context_bytes);
@@ -153,10 +176,11 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
     s.ephemeral_bytes = saturating_sub(s.ephemeral_bytes, promoted);
   }
   s.iteration_peak_bytes = saturating_sub(s.reserved_bytes, s.context_bytes + s.persistent_bytes);
-  // Smaller figures may let jobs spread into more lanes; larger ones may
-  // need the lanes re-formed.
-  if (s.persistent_bytes != p_before || s.ephemeral_bytes != e_before)
-    device.account.arbiter().place_lanes_locked(s.ephemeral_bytes < e_before, nullptr);
+  // Smaller figures, or a job leaving the provisional lane, may let jobs
+  // spread into more lanes; larger ones may need the lanes re-formed.
+  bool classified_now = classified_before < 2 && s.class_iterations >= 2;
+  if (s.persistent_bytes != p_before || s.ephemeral_bytes != e_before || classified_now)
+    device.account.arbiter().place_lanes_locked(s.ephemeral_bytes < e_before || classified_now, nullptr);
 }
 
 }  // namespace
@@ -172,43 +196,107 @@ Birth classify_birth() {
 
 void note_death(const Allocation& entry) {
   if (!classifiable(entry) || entry.site == 0) return;
+  if (t_emptying_cache) {
+    count_site(entry.site, false);
+    return;
+  }
   if (entry.persistent) return;  // counted when promoted
   // Only a death seen against known boundaries says "ephemeral".
   if (g_iterations.load(std::memory_order_relaxed) == 0) return;
   count_site(entry.site, false);
 }
 
-void note_iterations(uint64_t iterations) {
-  if (iterations <= g_iterations.load(std::memory_order_relaxed)) return;
+void note_iterations(uint64_t raw) {
+  if (raw == g_raw_seen.load(std::memory_order_relaxed)) return;
   pthread_mutex_lock(&g_boundary_mutex);
-  if (iterations <= g_classified) {
+  uint64_t seen = g_raw_seen.load(std::memory_order_relaxed);
+  g_raw_seen.store(raw, std::memory_order_relaxed);
+  if (raw <= seen) {  // the same, or a count started again
     pthread_mutex_unlock(&g_boundary_mutex);
     return;
   }
-  uint64_t boundaries = iterations - g_classified;
-  g_classified = iterations;
+  uint64_t boundaries = raw - seen;
+  uint64_t iterations = g_iterations.load(std::memory_order_relaxed) + boundaries;
   g_iterations.store(iterations, std::memory_order_relaxed);
   uint64_t promoted[kMaxDevices] = {};
   uint32_t promoted_sites[64];
   int site_count = 0;
+  const uint64_t emptied_at = g_cache_emptied_at.load(std::memory_order_relaxed);
   ledger().for_each([&](Allocation& a) {
     if (a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > iterations) return;
+    if (uint64_t(a.birth_iteration) >= emptied_at) return;  // a framework's cache
     a.persistent = 1;
     if (a.device >= 0 && a.device < kMaxDevices) promoted[a.device] += a.bytes;
     if (a.site != 0 && site_count < 64) promoted_sites[site_count++] = a.site;
   });
   for (int i = 0; i < site_count; ++i) count_site(promoted_sites[i], true);
+  bool classified = false;
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
-    device.account.arbiter().update(
-        [&] { publish_locked(device, promoted[device.ordinal], boundaries); });
+    device.account.arbiter().update([&] {
+      publish_locked(device, promoted[device.ordinal], boundaries);
+      classified = classified || device.account.slot()->class_iterations >= 2;
+    });
+  });
+  if (classified && g_cache_emptied_at.load() == UINT64_MAX &&
+      g_measure_tries.load() < kMeasureTries)
+    g_measure_due.store(true);
+  pthread_mutex_unlock(&g_boundary_mutex);
+}
+
+EmptyingCache::EmptyingCache() { ++t_emptying_cache; }
+EmptyingCache::~EmptyingCache() { --t_emptying_cache; }
+
+void note_cache_emptied() {
+  pthread_mutex_lock(&g_boundary_mutex);
+  g_cache_emptied_at.store(g_iterations.load());
+  uint64_t promoted[kMaxDevices] = {};
+  ledger().for_each([&](Allocation& a) {
+    if (a.persistent || !classifiable(a)) return;
+    a.persistent = 1;
+    if (a.device >= 0 && a.device < kMaxDevices) promoted[a.device] += a.bytes;
+  });
+  for_each_attached_device([&](Device& device) {
+    if (!device.account.slot()) return;
+    device.account.arbiter().update([&] { publish_locked(device, promoted[device.ordinal], 0); });
   });
   pthread_mutex_unlock(&g_boundary_mutex);
 }
 
+void measure_framework_cache_if_due() {
+  if (!g_measure_due.exchange(false, std::memory_order_relaxed)) return;
+  // Each classified boundary tries once, until one frees something or
+  // kMeasureTries have not: then the lifetime classification stands.
+  g_measure_tries.fetch_add(1);
+  if (can_empty_framework_caches()) empty_framework_caches_and_measure();
+}
+
+uint64_t empty_framework_caches_and_measure() {
+  auto held = [] {
+    uint64_t total = 0;
+    for_each_attached_device([&](Device& d) { total += d.account.reserved_bytes(); });
+    return total;
+  };
+  uint64_t before = held();
+  {
+    EmptyingCache emptying;
+    if (!empty_framework_caches()) return 0;
+  }
+  uint64_t after = held();
+  // Nothing freed: no framework cache here, and age still classifies.
+  if (after >= before) return 0;
+  note_cache_emptied();
+  return before - after;
+}
+
+bool has_framework_cache() { return g_cache_emptied_at.load(std::memory_order_relaxed) != UINT64_MAX; }
+
 void forget_classes_after_fork() {
   g_iterations.store(0);
-  g_classified = 0;
+  g_cache_emptied_at.store(UINT64_MAX);
+  g_measure_due.store(false);
+  g_measure_tries.store(0);
+  g_raw_seen.store(0);
   g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;
   g_sites_mutex = PTHREAD_MUTEX_INITIALIZER;
   for (Peaks& p : g_peaks) p = Peaks{};

@@ -24,10 +24,15 @@
 // iterations, and E is the running peak of everything else.
 //
 // Caching allocators (PyTorch's, CuPy's pools) keep freed memory in
-// segments that live forever: seen from the driver those segments are
-// persistent, P is the whole cache and E is near zero. That is safe (no job
-// is promised memory another holds), and allocator/admission.h asks a
-// switched-out job to give its cache back when a job in its lane needs it.
+// segments that live forever: by lifetime alone those segments are
+// persistent, P is the whole cache and E is near zero. So once a process
+// has been classified, gshare measures instead: at an iteration boundary it
+// has the framework empty its cache (allocator/framework_caches.h). What
+// survives is in use across the boundary: P. The cache regrows during the
+// next iteration: E. From then on memory born after the last emptying is
+// not promoted by age (a cache is long-lived by design); every later
+// emptying (another job in the lane needs the memory, allocator/
+// admission.h) measures P again.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +65,31 @@ void note_iterations(uint64_t iterations);
 inline shm::MemoryClass class_of(const Allocation& entry) {
   return entry.persistent ? shm::MemoryClass::kPersistent : shm::MemoryClass::kEphemeral;
 }
+
+// The framework emptied its cache (allocator/framework_caches.h): what is
+// still alive is persistent, and memory born from now on is not promoted by
+// age. Call after the emptying, from the thread that did it.
+void note_cache_emptied();
+
+// Marks the frees that follow as a cache being emptied: their sites learn
+// "ephemeral". Scoped.
+struct EmptyingCache {
+  EmptyingCache();
+  ~EmptyingCache();
+};
+
+// From the second classified boundary on, a process with a framework cache
+// has it emptied once to measure P and E. Runs it if due and possible here:
+// call right after a host sync that ended an iteration, when the
+// iteration's ephemeral memory is free.
+void measure_framework_cache_if_due();
+
+// Has the frameworks empty their caches (if this thread can) and, if that
+// freed anything, notes it as above. Returns the bytes freed.
+uint64_t empty_framework_caches_and_measure();
+
+// Whether this process has a framework cache (one was emptied).
+bool has_framework_cache();
 
 void forget_classes_after_fork();
 

@@ -34,6 +34,10 @@ class DeviceAccount {
   // reserve + commit without the limit check.
   void force_charge(uint64_t bytes);
   void set_context_bytes(uint64_t bytes);
+  // An allocation over capacity or the safety condition was finally refused.
+  void note_denied() {
+    if (shared_) arbiter_.note_denied();
+  }
 
   bool shared() const { return shared_; }
   shm::Arbiter& arbiter() { return arbiter_; }

@@ -30,9 +30,11 @@ uint64_t monotonic_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-CUresult refuse(const Device& device, const char* call, uint64_t bytes,
+CUresult refuse(Device& device, const char* call, uint64_t bytes,
                 const shm::ReserveResult& why) {
   const double MiB = 1024.0 * 1024.0;
+  if (why.status == shm::ReserveStatus::kOverCapacity || why.status == shm::ReserveStatus::kInadmissible)
+    device.account.note_denied();
   switch (why.status) {
     case shm::ReserveStatus::kOverQuota:
       GSHARE_WARN("%s of %.1f MiB on GPU %s refused: over this process's quota "

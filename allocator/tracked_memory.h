@@ -29,7 +29,7 @@ Ledger& ledger();
 uint64_t monotonic_ns();
 
 // Logs why `bytes` were refused (rate-capped) and returns OUT_OF_MEMORY.
-CUresult refuse(const Device& device, const char* call, uint64_t bytes,
+CUresult refuse(Device& device, const char* call, uint64_t bytes,
                 const shm::ReserveResult& why);
 
 // Records a committed allocation. If the ledger cannot grow (no memory for
@@ -44,16 +44,20 @@ template <class Call>
 CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name, uint64_t bytes,
                           Call&& call) {
   Birth birth = classify_birth();
-  shm::ReserveResult granted = admit(device, name, bytes, 1, birth.kind);
-  if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
-  uint64_t key = 0;
-  CUresult result = call(&key);
-  if (result != CUDA_SUCCESS) {
+  uint64_t refused_since = 0;
+  for (;;) {
+    shm::ReserveResult granted = admit(device, name, bytes, 1, birth.kind);
+    if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
+    uint64_t key = 0;
+    CUresult result = call(&key);
+    if (result == CUDA_SUCCESS) {
+      record(device, kind, key, bytes, 0, birth);
+      return result;
+    }
     device.account.release(bytes, 1, birth.kind);
-    return result;
+    if (result != CUDA_ERROR_OUT_OF_MEMORY || !wait_after_driver_refused(device, name, bytes, &refused_since))
+      return result;
   }
-  record(device, kind, key, bytes, 0, birth);
-  return result;
 }
 
 // Gives back what a removed ledger entry charged.

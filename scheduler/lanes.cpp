@@ -178,7 +178,53 @@ int lanes_in_use(const LaneJob* jobs, int count) {
   return n;
 }
 
-LanePlan place_jobs(LaneJob* jobs, int count, uint64_t capacity, int max_lanes) {
+// The planners below on `jobs` with every provisional job folded into one:
+// P their sum, E their largest, in the lane of the first that has one.
+// Afterwards they all take that one's lane.
+template <class Plan>
+LanePlan with_provisional_together(LaneJob* jobs, int count, Plan&& plan) {
+  count = std::min(count, kMaxJobs);
+  int first = -1, provisional = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!jobs[i].provisional) continue;
+    ++provisional;
+    if (first < 0 || (jobs[first].lane == kNoLane && jobs[i].lane != kNoLane)) first = i;
+  }
+  if (provisional <= 1) return plan(jobs, count);
+  LaneJob folded[kMaxJobs];
+  int position[kMaxJobs];  // where each job stands in `folded`
+  int n = 0, together = -1;
+  for (int i = 0; i < count; ++i) {
+    if (!jobs[i].provisional) {
+      position[i] = n;
+      folded[n++] = jobs[i];
+      continue;
+    }
+    if (together < 0) {
+      together = n++;
+      folded[together] = jobs[first];
+      folded[together].persistent = 0;
+      folded[together].ephemeral = 0;
+      folded[together].provisional = false;
+    }
+    position[i] = together;
+    folded[together].persistent += jobs[i].persistent;
+    folded[together].ephemeral = std::max(folded[together].ephemeral, jobs[i].ephemeral);
+  }
+  LanePlan result = plan(folded, n);
+  if (!result.fits) return result;
+  result.moved = 0;
+  for (int i = 0; i < count; ++i) {
+    int lane = folded[position[i]].lane;
+    if (jobs[i].lane != lane) result.moved++;
+    jobs[i].lane = lane;
+  }
+  result.lane_count = lanes_in_use(jobs, count);
+  result.safety_bytes = safety_bytes(jobs, count);
+  return result;
+}
+
+LanePlan place_ungrouped(LaneJob* jobs, int count, uint64_t capacity, int max_lanes) {
   max_lanes = clamp_lanes(max_lanes);
   count = std::min(count, kMaxJobs);
   if (valid_lanes(jobs, count, max_lanes) && safety_bytes(jobs, count) <= capacity)
@@ -202,16 +248,26 @@ LanePlan place_jobs(LaneJob* jobs, int count, uint64_t capacity, int max_lanes) 
   return finish(jobs, count, true, moved, 0);
 }
 
-LanePlan widen_lanes(LaneJob* jobs, int count, uint64_t capacity, int max_lanes) {
+LanePlan widen_ungrouped(LaneJob* jobs, int count, uint64_t capacity, int max_lanes) {
   max_lanes = clamp_lanes(max_lanes);
   count = std::min(count, kMaxJobs);
   int now = lanes_in_use(jobs, count);
   int k = lanes_that_fit(jobs, count, capacity, max_lanes);
   if (k <= now || !valid_lanes(jobs, count, max_lanes))
-    return place_jobs(jobs, count, capacity, max_lanes);
+    return place_ungrouped(jobs, count, capacity, max_lanes);
   int moved = 0;
   form_lanes(jobs, count, k, max_lanes, &moved);
   return finish(jobs, count, true, moved, 0);
+}
+
+LanePlan place_jobs(LaneJob* jobs, int count, uint64_t capacity, int max_lanes) {
+  return with_provisional_together(
+      jobs, count, [&](LaneJob* j, int n) { return place_ungrouped(j, n, capacity, max_lanes); });
+}
+
+LanePlan widen_lanes(LaneJob* jobs, int count, uint64_t capacity, int max_lanes) {
+  return with_provisional_together(
+      jobs, count, [&](LaneJob* j, int n) { return widen_ungrouped(j, n, capacity, max_lanes); });
 }
 
 }  // namespace gshare::scheduler

@@ -19,6 +19,8 @@
 // the k-1 smallest E: those k-1 jobs run in lanes of their own, all others
 // take turns in one. The largest k that fits is taken. Jobs keep their
 // lane numbers where they can, so that a re-forming moves few jobs.
+// Provisional jobs are planned as one job (P their sum, E their largest)
+// and share its lane.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,10 @@ struct LaneJob {
   uint64_t persistent = 0;    // P, bytes
   uint64_t ephemeral = 0;     // E, bytes
   int lane = kNoLane;         // 0 .. max_lanes-1, or kNoLane
+  // P and E not yet learned (allocator/classifier.h): such jobs all share
+  // one lane, so they take turns while their E is unknown, instead of
+  // growing side by side into lanes that later have to merge under them.
+  bool provisional = false;
 };
 
 struct LanePlan {

@@ -84,8 +84,25 @@ void note_in_flight(CUstream stream) {
   pthread_mutex_unlock(&g_bound.mutex);
 }
 
+// Whether another live job shares this job's lane: they take turns with one
+// ephemeral space (scheduler/lanes.h).
+bool lane_is_shared(const shm::Arbiter& arbiter) {
+  const shm::Region& r = *arbiter.region();
+  uint32_t lane = r.slots[arbiter.own_slot()].lane;
+  if (lane >= shm::kMaxLanes) return false;
+  for (uint32_t i = 0; i < shm::kMaxSlots; ++i)
+    if (int(i) != arbiter.own_slot() && r.slots[i].state == shm::kSlotLive && r.slots[i].lane == lane)
+      return true;
+  return false;
+}
+
 // The holder was asked to yield: may this launch be where its slice ends?
+// Not in a shared lane: there the next job needs the ephemeral memory that
+// this one holds until its iteration ends, which a sync marks (a launch
+// boundary or a slice past its limit may fall mid-iteration, and two jobs
+// each holding part of one lane's space would wait for each other).
 bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* function) {
+  if (lane_is_shared(arbiter)) return false;
   if (iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed)))
     return true;
   uint64_t end = own_token(arbiter).slice_end_mono_ns;
@@ -132,7 +149,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
   for (;;) {
     gate = slot->gate.load(std::memory_order_acquire);
     if (!(gate & shm::kGateOpen)) {
-      wait_for_token(arbiter, allocator::answer_release_requests);
+      wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
       end_slice(arbiter, drain_current_context);
     } else {
@@ -177,7 +194,15 @@ bool before_host_sync() {
 void after_host_sync(bool ends_iteration) {
   uint64_t launches = process_launches();
   bool boundary = iterations::on_sync(launches, shm::mono_now_ns());
-  if (boundary) allocator::note_iterations(iterations::current(launches).iterations);
+  if (boundary) {
+    iterations::Estimate estimate = iterations::current(launches);
+    // Memory is classified against iterations found from syncs only: a
+    // launch pattern may be found in a model's set-up, with boundaries
+    // that fall mid-iteration later.
+    if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
+    allocator::measure_framework_cache_if_due();
+  }
+  allocator::answer_release_requests_from_hook();
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
     if (slot) {
@@ -192,6 +217,9 @@ void after_host_sync(bool ends_iteration) {
     }
     allocator::refresh_pool_charges_if_freed(device);
   });
+  // Switched out at this boundary (now or as the sync began): the lane's
+  // next job needs the ephemeral space.
+  if (boundary) allocator::give_back_cache_when_switched_out();
 }
 
 uint64_t process_launches() {
@@ -211,7 +239,7 @@ void scheduler_tick() {
   uint64_t now = shm::mono_now_ns();
   iterations::tick(launches, now);
   iterations::Estimate estimate = iterations::current(launches);
-  allocator::note_iterations(estimate.iterations);
+  if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
   allocator::answer_release_requests();
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();

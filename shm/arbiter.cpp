@@ -44,8 +44,29 @@ int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
     j.persistent = int(i) == own ? own_p : persistent_of(s);
     j.ephemeral = int(i) == own ? own_e : ephemeral_of(s);
     j.lane = s.lane < kMaxLanes ? int(s.lane) : scheduler::kNoLane;
+    j.provisional = s.class_iterations < 2;
   }
   return n;
+}
+
+// Whether the condition must give way for `own`: every job that holds
+// memory waits for admission too, so none will shrink, and `own` has waited
+// longest. It is then admitted on the bytes really free alone: P figures
+// learned before a framework's cache was measured (allocator/classifier.h)
+// can count cache as persistent, and jobs stuck mid-iteration never reach
+// the boundary where it would be measured.
+bool admission_deadlocked_locked(const Region& r, int own) {
+  const Slot& me = r.slots[own];
+  if (me.admission != kWaitingForAdmission) return false;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) == own || s.state != kSlotLive || s.allocated_bytes == 0) continue;
+    if (s.admission != kWaitingForAdmission) return false;
+    if (s.admission_since_mono_ns < me.admission_since_mono_ns ||
+        (s.admission_since_mono_ns == me.admission_since_mono_ns && int(i) < own))
+      return false;
+  }
+  return true;
 }
 
 bool tokens_follow_lanes(const RegionHeader& h) {
@@ -246,7 +267,7 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
         n = gather_lane_jobs(r, own_slot_, p, e, jobs);
         plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
       }
-      if (!plan.fits)
+      if (!plan.fits && !admission_deadlocked_locked(r, own_slot_))
         result = {ReserveStatus::kInadmissible, h.capacity_bytes, h.capacity_bytes + plan.short_bytes};
     }
     if (result.status == ReserveStatus::kGranted) {
@@ -258,6 +279,7 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
   }
   WriteSection write(h);
   if (grows && plan.fits) apply_lanes(r, jobs, n, plan);
+  if (result.status == ReserveStatus::kGranted && grows && !plan.fits) s.ephemeral_bytes = e;
   if (result.status == ReserveStatus::kGranted) {
     s.reserved_bytes += bytes;
     h.reserved_bytes += bytes;
@@ -269,10 +291,19 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
       s.allocation_count += allocations;
     }
     if (s.reserved_bytes > s.peak_reserved_bytes) s.peak_reserved_bytes = s.reserved_bytes;
-  } else {
-    s.denied_count++;
+  } else if (result.status == ReserveStatus::kOverQuota) {
+    s.denied_count++;  // the others may still be granted after a wait (allocator/admission.h)
   }
   return result;
+}
+
+void Arbiter::note_denied() {
+  if (own_slot_ < 0 || !lock()) return;
+  {
+    WriteSection write(file_.region->header);
+    file_.region->slots[own_slot_].denied_count++;
+  }
+  unlock();
 }
 
 void Arbiter::commit(uint64_t bytes, uint32_t allocations) {

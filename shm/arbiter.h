@@ -88,6 +88,9 @@ class Arbiter {
   // checked against limits: the driver has already spent it.
   void set_context_bytes(uint64_t bytes);
   void set_quota(uint64_t bytes);
+  // An allocation was refused after waiting (counted apart from the quota's
+  // refusals, which reserve counts itself).
+  void note_denied();
 
   // Frees slots whose owners died. Returns how many.
   int reclaim_dead_slots();
