@@ -1,0 +1,238 @@
+"""gshare's memory-sharing demonstrations on a real GPU (issue 4).
+
+usage: python3 bench/memory/memory_bench.py --build BUILD --out OUT PART...
+  PART  oversized   three training jobs whose peaks together exceed the GPU
+                    while sum(P) + max(E) fits: each alone (reference losses
+                    and times), all three natively at once (expected: out of
+                    memory), all three under gshare (all finish, same
+                    losses); memory over time per job from gshare-top; the
+                    switching cost and the mix's throughput against running
+                    the jobs one after another
+        twenty      twenty small training jobs at once under gshare: all
+                    progress, and gshare-top's per-process memory against
+                    NVML's
+Writes OUT/memory-PART.json (and OUT/raw/ with every job's output).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JOB = os.path.join(HERE, "train_job.py")
+GiB = 2**30
+
+
+def top_json(build, gshare_dir):
+    try:
+        out = subprocess.run([os.path.join(build, "tools", "gshare-top"), "--json", "--dir", gshare_dir],
+                             capture_output=True, text=True, timeout=10).stdout
+        return json.loads(out)
+    except Exception:
+        return None
+
+
+def nvml_per_process():
+    """pid -> used MiB, from nvidia-smi (NVML)."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+    used = {}
+    for line in out.strip().splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            used[int(parts[0])] = int(parts[1])
+    return used
+
+
+def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400):
+    """Starts every job of `specs` (lists of train_job arguments) at once
+    (after all built their models), waits for all. Returns per job:
+    returncode, losses, seconds from the common start, peaks; and the
+    samples `sample(t)` returned every 0.25 s."""
+    raw = os.path.join(args.out, "raw", name)
+    os.makedirs(raw, exist_ok=True)
+    gshare_dir = os.path.join(raw, "shm")
+    os.makedirs(gshare_dir, exist_ok=True)
+    start_file = os.path.join(raw, "start")
+    env = dict(os.environ)
+    if gshare:
+        env["LD_PRELOAD"] = os.path.join(args.build, "libgshare.so")
+        env["GSHARE_DIR"] = gshare_dir
+        env["GSHARE_LOG"] = "info"
+    env.update(extra_env or {})
+    procs = []
+    for i, spec in enumerate(specs):
+        ready = os.path.join(raw, f"ready{i}")
+        cmd = [sys.executable, JOB, *spec, "--ready", ready, "--start", start_file,
+               "--log", os.path.join(raw, f"job{i}.log")]
+        out = open(os.path.join(raw, f"job{i}.out"), "w")
+        err = open(os.path.join(raw, f"job{i}.err"), "w")
+        procs.append((subprocess.Popen(cmd, env=env, stdout=out, stderr=err), ready, out, err))
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(r) or p.poll() is not None for p, r, _, _ in procs):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    open(start_file, "w").close()
+    samples = []
+    ends = [None] * len(procs)
+    while any(p.poll() is None for p, _, _, _ in procs) and time.monotonic() - t0 < timeout:
+        for i, (p, _, _, _) in enumerate(procs):
+            if ends[i] is None and p.poll() is not None:
+                ends[i] = time.monotonic() - t0
+        if sample:
+            s = sample(time.monotonic() - t0, gshare_dir)
+            if s is not None:
+                samples.append(s)
+        time.sleep(0.25)
+    results = []
+    for i, (p, _, out, err) in enumerate(procs):
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        out.close()
+        err.close()
+        if ends[i] is None:
+            ends[i] = time.monotonic() - t0
+        text = open(os.path.join(raw, f"job{i}.out")).read()
+        losses = [line.split()[3] for line in text.splitlines() if line.startswith("step ")]
+        peak = [line.split() for line in text.splitlines() if line.startswith("done ")]
+        results.append({
+            "returncode": p.returncode,
+            "oom": "OOM" in text or "out of memory" in open(os.path.join(raw, f"job{i}.err")).read().lower(),
+            "losses": losses,
+            "seconds": round(ends[i], 3),
+            "peak_reserved": int(peak[0][2]) if peak else None,
+            "gpu_total": next((int(l.split()[1]) for l in text.splitlines() if l.startswith("gpu_total")), None),
+        })
+    return results, samples, t0
+
+
+def calibrate(args):
+    """Bytes of ephemeral memory per batch row, and the GPU's size."""
+    batch = 65536
+    spec = ["--seed", "99", "--steps", "2", "--batch", str(batch)]
+    [r], _, _ = run_jobs("calibrate", [spec], args, gshare=False)
+    if r["returncode"] != 0 or not r["peak_reserved"]:
+        raise SystemExit(f"calibration failed: {r}")
+    width, depth = 1024, 4
+    params = depth * (width * width + width) + width * 16 + 16
+    persistent = params * 4 * 4  # weights, grads, two Adam moments
+    per_row = max(1, (r["peak_reserved"] - persistent)) / batch
+    return per_row, r["gpu_total"]
+
+
+def top_sample(build):
+    def sample(t, gshare_dir):
+        top = top_json(build, gshare_dir)
+        if not top or not top.get("gpus"):
+            return None
+        gpu = top["gpus"][0]
+        return {"t": round(t, 3), "safety_bytes": gpu.get("safety_bytes"),
+                "reserved_bytes": gpu.get("reserved_bytes"), "handovers": gpu.get("handovers"),
+                "lanes": gpu.get("lanes"),
+                "processes": [{k: p.get(k) for k in ("pid", "command", "used_bytes", "reserved_bytes",
+                                                     "persistent_bytes", "ephemeral_bytes",
+                                                     "memory_provisional", "lane", "admission",
+                                                     "released_bytes", "state", "iterations",
+                                                     "iteration_ms", "iteration_source",
+                                                     "classified_iterations", "denied")}
+                              for p in gpu["processes"]]}
+    return sample
+
+
+def oversized(args):
+    per_row, total = calibrate(args)
+    # Each job: P about 8% of the GPU (a frozen bank, the model, the
+    # context), E about 36%: three peaks make ~1.3x the GPU, while
+    # sum(P) + max(E) is ~0.65x.
+    bank_gib = 0.06 * total / GiB
+    batch = int(0.36 * total / per_row) // 1024 * 1024
+    specs = [["--seed", str(s), "--steps", str(args.steps), "--batch", str(batch),
+              "--bank-gib", f"{bank_gib:.2f}"] for s in (1, 2, 3)]
+    alone = []
+    for i, spec in enumerate(specs):
+        [r], _, _ = run_jobs(f"oversized-alone{i}", [spec], args, gshare=False)
+        alone.append(r)
+    native, _, _ = run_jobs("oversized-native", specs, args, gshare=False, timeout=200)
+    shared, samples, _ = run_jobs("oversized-gshare", specs, args, gshare=True,
+                                  sample=top_sample(args.build), timeout=150)
+    handovers = max((s["handovers"] or 0) for s in samples) if samples else None
+    sequential = sum(r["seconds"] for r in alone)
+    mix = max(r["seconds"] for r in shared)
+    record = {
+        "gpu_total_bytes": total, "batch": batch, "bank_gib": round(bank_gib, 2),
+        "ephemeral_bytes_per_row": round(per_row, 1), "steps": args.steps,
+        "alone": alone, "native_together": native, "gshare_together": shared,
+        "native_any_oom": any(r["oom"] for r in native),
+        "gshare_all_finished": all(r["returncode"] == 0 and len(r["losses"]) == args.steps for r in shared),
+        "losses_identical": all(shared[i]["losses"] == alone[i]["losses"] for i in range(3)),
+        "sequential_seconds": round(sequential, 3), "mix_seconds": round(mix, 3),
+        "mix_throughput_vs_sequential": round(sequential / mix, 4) if mix else None,
+        "handovers": handovers,
+        "seconds_per_handover_overhead": round((mix - sequential) / handovers, 4) if handovers else None,
+        "samples": samples,
+    }
+    return record
+
+
+def twenty(args):
+    spec_of = lambda s: ["--seed", str(s), "--seconds", str(args.seconds), "--width", "512",
+                         "--depth", "4", "--batch", "8192", "--bank-gib", "0.25"]
+    specs = [spec_of(s) for s in range(20)]
+    comparisons = []
+
+    def sample(t, gshare_dir):
+        top = top_json(args.build, gshare_dir)
+        nvml = nvml_per_process()
+        if not top or not top.get("gpus"):
+            return None
+        rows = []
+        for p in top["gpus"][0]["processes"]:
+            if p["pid"] in nvml:
+                rows.append({"pid": p["pid"], "gshare_used": p["used_bytes"],
+                             "nvml_used": nvml[p["pid"]] * 2**20, "state": p.get("state"),
+                             "iterations": p.get("iterations"), "P": p.get("persistent_bytes"),
+                             "E": p.get("ephemeral_bytes")})
+        comparisons.append({"t": round(t, 2), "rows": rows})
+        return None
+
+    results, _, _ = run_jobs("twenty", specs, args, gshare=True, sample=sample, timeout=args.seconds + 120)
+    errors = [abs(r["gshare_used"] - r["nvml_used"]) / r["nvml_used"]
+              for c in comparisons[len(comparisons) // 3:] for r in c["rows"] if r["nvml_used"]]
+    return {
+        "jobs": 20, "seconds": args.seconds,
+        "steps": [len(r["losses"]) for r in results],
+        "all_progressed": all(len(r["losses"]) > 0 for r in results),
+        "returncodes": [r["returncode"] for r in results],
+        "accounting_samples": len(errors),
+        "accounting_max_relative_error": round(max(errors), 5) if errors else None,
+        "accounting_median_relative_error": round(sorted(errors)[len(errors) // 2], 5) if errors else None,
+        "comparisons": comparisons,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--seconds", type=float, default=25)
+    ap.add_argument("parts", nargs="+", choices=["oversized", "twenty"])
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for part in args.parts:
+        record = {"oversized": oversized, "twenty": twenty}[part](args)
+        with open(os.path.join(args.out, f"memory-{part}.json"), "w") as f:
+            json.dump(record, f, indent=1)
+        summary = {k: v for k, v in record.items() if k not in ("samples", "comparisons", "alone",
+                                                               "native_together", "gshare_together")}
+        print(part, json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()
