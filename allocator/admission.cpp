@@ -47,6 +47,7 @@ bool token_is_shared(const Region& r, int own) {
   uint32_t policy = r.header.policy;
   bool per_lane = scheduler::policy_is_known(policy) &&
                   scheduler::tokens_per_lane(scheduler::Policy(policy));
+  if (!per_lane || r.header.live_slots <= 1) return r.header.live_slots > 1;
   uint32_t lane = r.slots[own].lane;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     if (int(i) == own || r.slots[i].state != shm::kSlotLive) continue;

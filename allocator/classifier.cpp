@@ -185,9 +185,9 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
 
 }  // namespace
 
-Birth classify_birth() {
+Birth classify_birth(uint64_t bytes) {
   Birth b;
-  b.site = stack_site();
+  b.site = bytes >= kSiteMinBytes ? stack_site() : 0;
   uint64_t n = g_iterations.load(std::memory_order_relaxed);
   b.iteration = uint32_t(n > UINT32_MAX ? UINT32_MAX : n);
   if (site_is_persistent(b.site)) b.kind = shm::MemoryClass::kPersistent;

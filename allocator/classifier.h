@@ -50,8 +50,12 @@ struct Birth {
   shm::MemoryClass kind = shm::MemoryClass::kEphemeral;
 };
 
-// The site and class of an allocation being made by the calling thread.
-Birth classify_birth();
+// The site and class of an allocation of `bytes` being made by the calling
+// thread. Below kSiteMinBytes no site is taken: unwinding costs a few
+// microseconds, small buffers hardly move P or E, and they are classified
+// by age alone.
+inline constexpr uint64_t kSiteMinBytes = 2ull << 20;
+Birth classify_birth(uint64_t bytes);
 
 // An allocation died: its site learns from how long it lived.
 void note_death(const Allocation& entry);

@@ -43,7 +43,7 @@ void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes,
 template <class Call>
 CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name, uint64_t bytes,
                           Call&& call) {
-  Birth birth = classify_birth();
+  Birth birth = classify_birth(bytes);
   uint64_t refused_since = 0;
   for (;;) {
     shm::ReserveResult granted = admit(device, name, bytes, 1, birth.kind);

@@ -18,7 +18,7 @@ CUresult allocate_pitched(size_t width, size_t height, Call&& call, Undo&& undo)
     return call(&key, &bytes);
   }
   uint64_t guess = ((uint64_t(width) + 511) & ~uint64_t(511)) * height;
-  allocator::Birth birth = allocator::classify_birth();
+  allocator::Birth birth = allocator::classify_birth(guess);
   shm::ReserveResult granted = allocator::admit(*device, "cuMemAllocPitch", guess, 0, birth.kind);
   if (granted.status != shm::ReserveStatus::kGranted)
     return allocator::refuse(*device, "cuMemAllocPitch", guess, granted);

@@ -145,6 +145,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.iteration_launches.store(0, std::memory_order_relaxed);
     s.iteration_source.store(kIterationsUnknown, std::memory_order_relaxed);
     s.state = kSlotLive;
+    file_.region->header.live_slots++;
     own_slot_ = int(i);
   }
   unlock();
@@ -191,6 +192,7 @@ void Arbiter::free_slot_locked(int index) {
   s.allocation_count = 0;
   s.lane = kNoLane;
   s.state = kSlotFree;
+  if (h.live_slots > 0) h.live_slots--;
   // Its lane place is free: the others may spread into more lanes, and
   // whoever waits for memory looks again.
   place_lanes_locked(true, nullptr);
@@ -422,6 +424,7 @@ void Arbiter::repair_locked() {
   if (seq & 1u) h.seq.store(seq + 1, std::memory_order_release);
   WriteSection write(h);
   uint64_t total = 0;
+  uint32_t live = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     Slot& s = file_.region->slots[i];
     if (s.state != kSlotLive) {
@@ -448,8 +451,10 @@ void Arbiter::repair_locked() {
     if (s.reserved_bytes < floor) s.reserved_bytes = floor;
     if (persistent_of(s) > s.reserved_bytes) s.persistent_bytes = s.reserved_bytes - s.context_bytes;
     total += s.reserved_bytes;
+    ++live;
   }
   h.reserved_bytes = total;
+  h.live_slots = live;
   for (Token& token : h.tokens)
     if (token.holder > kMaxSlots ||
         (token.holder != 0 && file_.region->slots[token.holder - 1].state != kSlotLive))

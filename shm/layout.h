@@ -216,7 +216,9 @@ struct alignas(64) RegionHeader {
   uint32_t memory_waiters;     // jobs blocked in an allocation: frees wake them
   uint32_t lane_count;         // lanes with members
   uint64_t safety_bytes;       // Σ P + Σ_lanes max E over live jobs (scheduler/lanes.h)
-  uint64_t padding2[4];
+  uint32_t live_slots;         // slots in state kSlotLive: an allocation asks "am I alone?" cheaply
+  uint32_t padding3;
+  uint64_t padding2[3];
   Token tokens[kMaxLanes];     // [0] only, except under pack: one per lane
 };
 static_assert(sizeof(RegionHeader) == 704, "RegionHeader layout changed: bump kLayoutVersion");
