@@ -244,4 +244,14 @@ uint64_t monotonic_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
+uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b) {
+  uint64_t total = 0;
+  for (const KernelRun& x : a)
+    for (const KernelRun& y : b) {
+      uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
+      if (to > from) total += to - from;
+    }
+  return total;
+}
+
 }  // namespace gshare::test

@@ -104,6 +104,8 @@ struct KernelRun {
 std::vector<KernelRun> read_kernel_trace(const std::string& path);
 // The kernels of one process, by start time.
 std::vector<KernelRun> kernels_of(const std::vector<KernelRun>& all, pid_t pid);
+// Total time during which kernels of `a` and `b` ran at once.
+uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b);
 // CLOCK_MONOTONIC now, the trace's clock.
 uint64_t monotonic_ns();
 

@@ -55,17 +55,6 @@ std::vector<uint64_t> read_memory_trace(const std::string& path) {
   return values;
 }
 
-// Total time during which kernels of `a` and `b` ran at once.
-uint64_t overlap_ns(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b) {
-  uint64_t total = 0;
-  for (const KernelRun& x : a)
-    for (const KernelRun& y : b) {
-      uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
-      if (to > from) total += to - from;
-    }
-  return total;
-}
-
 std::vector<KernelRun> since(const std::vector<KernelRun>& runs, uint64_t from_ns) {
   std::vector<KernelRun> out;
   for (const KernelRun& r : runs)
@@ -220,6 +209,6 @@ TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at
   REQUIRE(k1.size() > 20);
   REQUIRE(k2.size() > 20);
   REQUIRE(ks.size() > 20);
-  CHECK(overlap_ns(k1, k2) == 0);
-  CHECK(overlap_ns(k1, ks) + overlap_ns(k2, ks) > 20 * kMs);
+  CHECK(overlap_between(k1, k2) == 0);
+  CHECK(overlap_between(k1, ks) + overlap_between(k2, ks) > 20 * kMs);
 }

@@ -41,16 +41,6 @@ uint64_t kernel_time_in(const std::vector<KernelRun>& runs, Window w) {
   return total;
 }
 
-uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b) {
-  uint64_t total = 0;
-  for (const KernelRun& x : a)
-    for (const KernelRun& y : b) {
-      uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
-      if (to > from) total += to - from;
-    }
-  return total;
-}
-
 uint64_t last_end(const std::vector<KernelRun>& runs) {
   uint64_t last = 0;
   for (const KernelRun& r : runs) last = std::max(last, r.end_ns);
