@@ -176,9 +176,16 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   wake_waiters(h);
 }
 
-// The one place a token moves on a waiter's initiative. `holder_idle`:
-// the caller watched the holder of token `k` stand still for its idle time.
-void decide_locked(Arbiter& arbiter, int k, uint64_t now, bool holder_idle) {
+// Whom a waiter found idle: the holder it watched, as of which grant. The
+// verdict is about that grant only: by the time the waiter has the lock the
+// token may have moved, and the new holder must not pay for the old one.
+struct IdleVerdict {
+  int slot = -1;  // -1: nobody found idle
+  uint64_t granted = 0;
+};
+
+// The one place a token moves on a waiter's initiative.
+void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   JobTable t;
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
@@ -188,7 +195,8 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, bool holder_idle) {
   account_locked(arbiter, k, &t, now);
   int holder = holder_slot_locked(arbiter, k);
   if (holder >= 0 && t.index(holder) < 0) holder = -1;  // dead, or moved to another lane
-  if (holder >= 0 && holder_idle) {
+  bool holder_idle = holder >= 0 && holder == idle.slot && r.slots[holder].granted == idle.granted;
+  if (holder_idle) {
     Slot& s = r.slots[holder];
     s.gate.store(shm::kGateClosed, std::memory_order_release);
     s.job_state = shm::kJobIdle;
@@ -370,7 +378,9 @@ void wait_for_token(Arbiter& arbiter, void (*while_waiting)()) {
     if (decide) {
       arbiter.update([&] {
         mark_waiting_locked(arbiter, now);
-        decide_locked(arbiter, token_index(r, own), now, idle);
+        IdleVerdict verdict;
+        if (idle) verdict = {holder, watch.granted};
+        decide_locked(arbiter, token_index(r, own), now, verdict);
       });
     }
     // Sleep until the holder's slice ends (the decision may have renewed

@@ -226,11 +226,7 @@ TEST_CASE("srtf runs the job with the least remaining time first; a shorter arri
       timeline += std::string(who) + "@" + std::to_string((k.start_ns - all.front().start_ns) / kMs) + " ";
     }
     INFO(timeline);
-    // Known race, open: when the short job goes idle, the long job
-    // sometimes gets one slice (15 kernels of 2 ms in a 30 ms quantum)
-    // before the 2 s job resumes (timeline "short@450 long@641 mid@671").
-    // It predates issue 4. Allow that one slice, no more.
-    CHECK(starts_between(kl, km.front().start_ns + 3 * kMs, last_end(km)) <= 16);
+    CHECK(starts_between(kl, km.front().start_ns + 3 * kMs, last_end(km)) == 0);
   }
   CHECK(last_end(kl) <= ku.front().start_ns);
 }
