@@ -180,6 +180,52 @@ TEST_CASE("kill -9 of a job frees its lane place: a waiting job is admitted with
   CHECK(gpu_view["lanes"][0]["pids"] == json::array({late.pid()}));
 }
 
+namespace {
+// Two Python jobs with a caching allocator (tests/programs/
+// caching_framework_job.py: a fake `torch` module whose empty_cache() gives
+// the cache back), each P 1 GiB and E 3 GiB, on 8 GiB: one lane.
+std::vector<Finished> run_two_caching_jobs(const TestGpu& gpu, const Env& extra) {
+  std::vector<Finished> done(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      done[i] = run_to_end({GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
+                            "200", "1024", "3072", "3", "2000"},
+                           gpu.environment(extra), 120);
+    });
+  for (std::thread& t : threads) t.join();
+  return done;
+}
+}  // namespace
+
+TEST_CASE("a framework's cache is measured and given back at switches, so two caching jobs share one lane") {
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_ADMIT_TIMEOUT_S", "15"}};
+  std::vector<Finished> done = run_two_caching_jobs(gpu, env);
+  for (const Finished& f : done) {
+    INFO(f.err);
+    CHECK(f.out == "done 200\n");
+  }
+  // They took turns, interleaved: neither waited for the other to end.
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  REQUIRE(all.size() == 800);
+  pid_t first = all.front().pid;
+  uint64_t first_last_start = 0, other_first_start = UINT64_MAX;
+  for (const KernelRun& k : all) {
+    if (k.pid == first) first_last_start = std::max(first_last_start, k.start_ns);
+    else other_first_start = std::min(other_first_start, k.start_ns);
+  }
+  CHECK(other_first_start < first_last_start);
+
+  SECTION("natively the second job's allocation fails, its own cache being empty") {
+    TestGpu native(8 * kGiB);
+    std::vector<Finished> bare = run_two_caching_jobs(native, {{"LD_PRELOAD", ""}});
+    int failed = 0;
+    for (const Finished& f : bare) failed += f.out.find("error 2") != std::string::npos;
+    CHECK(failed >= 1);
+  }
+}
+
 TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at once") {
   TestGpu gpu(8 * kGiB);
   const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "pack"},
