@@ -36,24 +36,14 @@ constexpr double MiB = 1024.0 * 1024.0;
 
 uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-uint64_t ephemeral_now(const Slot& s) {
-  return saturating_sub(s.reserved_bytes, s.context_bytes + s.persistent_bytes);
-}
-
 // Whether another job competes for this job's token: its lane's under
-// pack, anyone's otherwise (a racy read; lanes change under the lock, and a
-// stale answer costs one turn at most).
-bool token_is_shared(const Region& r, int own) {
-  uint32_t policy = r.header.policy;
-  bool per_lane = scheduler::policy_is_known(policy) &&
-                  scheduler::tokens_per_lane(scheduler::Policy(policy));
-  if (!per_lane || r.header.live_slots <= 1) return r.header.live_slots > 1;
-  uint32_t lane = r.slots[own].lane;
-  for (uint32_t i = 0; i < kMaxSlots; ++i) {
-    if (int(i) == own || r.slots[i].state != shm::kSlotLive) continue;
-    if (!per_lane || r.slots[i].lane == lane) return true;
-  }
-  return false;
+// pack, anyone's otherwise.
+bool token_is_shared(const Arbiter& arbiter) {
+  const shm::RegionHeader& h = arbiter.region()->header;
+  if (h.live_slots <= 1) return false;
+  bool per_lane = scheduler::policy_is_known(h.policy) &&
+                  scheduler::tokens_per_lane(scheduler::Policy(h.policy));
+  return !per_lane || arbiter.lane_is_shared();
 }
 
 // Ephemeral memory belongs to the running job: one that does not hold its
@@ -61,7 +51,7 @@ bool token_is_shared(const Region& r, int own) {
 // hold part of the same ephemeral space while waiting for the rest.
 void take_turn(Arbiter& arbiter, MemoryClass kind) {
   if (kind != MemoryClass::kEphemeral) return;
-  if (!token_is_shared(*arbiter.region(), arbiter.own_slot())) return;
+  if (!token_is_shared(arbiter)) return;
   if (scheduler::holds_token(arbiter)) return;
   scheduler::wait_for_token(arbiter, answer_release_requests);
 }
@@ -90,7 +80,7 @@ void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
     Slot& s = r.slots[i];
     q.asked[i] = false;
     if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-    if (s.job_state == shm::kJobRunning || ephemeral_now(s) == 0) continue;
+    if (s.job_state == shm::kJobRunning || shm::ephemeral_now(s) == 0) continue;
     q.wanted[i] = ++s.release_requests;
     q.asked[i] = true;
   }
@@ -104,7 +94,7 @@ void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
 // memory of its own. Otherwise another job given its turn could take part
 // of what the waiter still needs, and each would wait for the other's part.
 bool stepping_aside_helps(const Arbiter& arbiter) {
-  return ephemeral_now(arbiter.region()->slots[arbiter.own_slot()]) == 0;
+  return shm::ephemeral_now(arbiter.region()->slots[arbiter.own_slot()]) == 0;
 }
 
 bool releases_answered(const Arbiter& arbiter, const Requests& q) {
@@ -302,14 +292,9 @@ void give_back_cache_when_switched_out() {
   if (!has_framework_cache() || !can_empty_framework_caches()) return;
   bool switched_out = false;
   for_each_attached_device([&](Device& device) {
-    Slot* slot = device.account.slot();
-    if (!slot || scheduler::holds_token(device.account.arbiter())) return;
-    const Region& r = *device.account.arbiter().region();
-    int own = device.account.arbiter().own_slot();
-    uint32_t lane = r.slots[own].lane;
-    for (uint32_t i = 0; i < kMaxSlots && lane < shm::kMaxLanes; ++i)
-      if (int(i) != own && r.slots[i].state == shm::kSlotLive && r.slots[i].lane == lane)
-        switched_out = true;
+    if (!device.account.slot()) return;
+    const Arbiter& arbiter = device.account.arbiter();
+    if (!scheduler::holds_token(arbiter) && arbiter.lane_is_shared()) switched_out = true;
   });
   if (!switched_out) return;
   uint64_t freed = empty_framework_caches_and_measure();

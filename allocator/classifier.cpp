@@ -157,8 +157,8 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
   uint64_t p_before = s.persistent_bytes, e_before = s.ephemeral_bytes;
   uint32_t classified_before = s.class_iterations;
   s.persistent_bytes += promoted;
-  uint64_t p = s.context_bytes + s.persistent_bytes;
-  if (p > s.reserved_bytes) s.persistent_bytes = saturating_sub(s.reserved_bytes, s.context_bytes);
+  if (shm::persistent_of(s) > s.reserved_bytes)
+    s.persistent_bytes = saturating_sub(s.reserved_bytes, s.context_bytes);
   // What was promoted lived through the whole iteration just ended (born
   // before its start, alive at its end), so it sat in that iteration's peak.
   uint64_t completed = saturating_sub(s.iteration_peak_bytes, promoted);
@@ -175,7 +175,7 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
   } else {
     s.ephemeral_bytes = saturating_sub(s.ephemeral_bytes, promoted);
   }
-  s.iteration_peak_bytes = saturating_sub(s.reserved_bytes, s.context_bytes + s.persistent_bytes);
+  s.iteration_peak_bytes = shm::ephemeral_now(s);
   // Smaller figures, or a job leaving the provisional lane, may let jobs
   // spread into more lanes; larger ones may need the lanes re-formed.
   bool classified_now = classified_before < 2 && s.class_iterations >= 2;

@@ -84,25 +84,13 @@ void note_in_flight(CUstream stream) {
   pthread_mutex_unlock(&g_bound.mutex);
 }
 
-// Whether another live job shares this job's lane: they take turns with one
-// ephemeral space (scheduler/lanes.h).
-bool lane_is_shared(const shm::Arbiter& arbiter) {
-  const shm::Region& r = *arbiter.region();
-  uint32_t lane = r.slots[arbiter.own_slot()].lane;
-  if (lane >= shm::kMaxLanes) return false;
-  for (uint32_t i = 0; i < shm::kMaxSlots; ++i)
-    if (int(i) != arbiter.own_slot() && r.slots[i].state == shm::kSlotLive && r.slots[i].lane == lane)
-      return true;
-  return false;
-}
-
 // The holder was asked to yield: may this launch be where its slice ends?
 // Not in a shared lane: there the next job needs the ephemeral memory that
 // this one holds until its iteration ends, which a sync marks (a launch
 // boundary or a slice past its limit may fall mid-iteration, and two jobs
 // each holding part of one lane's space would wait for each other).
 bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* function) {
-  if (lane_is_shared(arbiter)) return false;
+  if (arbiter.lane_is_shared()) return false;
   if (iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed)))
     return true;
   uint64_t end = own_token(arbiter).slice_end_mono_ns;

@@ -15,15 +15,6 @@ namespace {
 
 uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-// P: what stays resident across iterations.
-uint64_t persistent_of(const Slot& s) { return s.context_bytes + s.persistent_bytes; }
-// What the job holds beyond P: ephemeral memory, in use or cached.
-uint64_t ephemeral_now(const Slot& s) { return saturating_sub(s.reserved_bytes, persistent_of(s)); }
-// E as the condition counts it: the learned peak, or more if it holds more now.
-uint64_t ephemeral_of(const Slot& s) {
-  uint64_t now = ephemeral_now(s);
-  return s.ephemeral_bytes > now ? s.ephemeral_bytes : now;
-}
 
 void wake_all(RegionHeader& h) {
   h.token_futex.fetch_add(1, std::memory_order_release);
@@ -234,6 +225,15 @@ bool Arbiter::place_lanes_locked(bool widen, uint64_t* short_bytes) {
   if (short_bytes) *short_bytes = plan.short_bytes;
   if (plan.fits) apply_lanes(r, jobs, n, plan);
   return plan.fits;
+}
+
+bool Arbiter::lane_is_shared() const {
+  const Region& r = *file_.region;
+  uint32_t lane = r.slots[own_slot_].lane;
+  if (lane >= kMaxLanes) return false;
+  for (uint32_t i = 0; i < kMaxSlots; ++i)
+    if (int(i) != own_slot_ && r.slots[i].state == kSlotLive && r.slots[i].lane == lane) return true;
+  return false;
 }
 
 void Arbiter::wake_memory_waiters_locked() {

@@ -117,6 +117,11 @@ class Arbiter {
   // Under pack a holder whose lane changed gives its token back.
   bool place_lanes_locked(bool widen, uint64_t* short_bytes);
 
+  // Whether another live job shares this job's lane: they take turns with
+  // one ephemeral space. A racy read: lanes change under the lock, and a
+  // stale answer costs one turn at most.
+  bool lane_is_shared() const;
+
   // Wakes the jobs blocked in an allocation, if any: memory was given back.
   void wake_memory_waiters_locked();
 

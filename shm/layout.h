@@ -174,6 +174,21 @@ struct alignas(64) Slot {
 };
 static_assert(sizeof(Slot) == 576, "Slot layout changed: bump kLayoutVersion");
 
+// A job's memory classes, from its slot (allocator/classifier.h):
+// P, what stays resident across iterations;
+inline uint64_t persistent_of(const Slot& s) { return s.context_bytes + s.persistent_bytes; }
+// what it holds beyond P now: ephemeral memory, in use or cached;
+inline uint64_t ephemeral_now(const Slot& s) {
+  uint64_t p = persistent_of(s);
+  return s.reserved_bytes > p ? s.reserved_bytes - p : 0;
+}
+// and E as the safety condition counts it: the learned peak, or more if it
+// holds more now.
+inline uint64_t ephemeral_of(const Slot& s) {
+  uint64_t now = ephemeral_now(s);
+  return s.ephemeral_bytes > now ? s.ephemeral_bytes : now;
+}
+
 // A launch token: who holds it and its current slice.
 struct Token {
   uint32_t holder;             // slot index + 1; 0: nobody holds the token

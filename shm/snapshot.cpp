@@ -74,9 +74,8 @@ const char* admission_name(uint32_t state) {
 }
 
 void copy_memory_classes(const Slot& s, uint64_t now_mono_ns, ProcessSnapshot* p) {
-  p->persistent_bytes = s.context_bytes + s.persistent_bytes;
-  uint64_t ephemeral_now = s.reserved_bytes > p->persistent_bytes ? s.reserved_bytes - p->persistent_bytes : 0;
-  p->ephemeral_bytes = std::max(s.ephemeral_bytes, ephemeral_now);
+  p->persistent_bytes = persistent_of(s);
+  p->ephemeral_bytes = ephemeral_of(s);
   p->class_iterations = s.class_iterations;
   p->memory_provisional = s.class_iterations < 2;
   p->lane = s.lane < kMaxLanes ? int32_t(s.lane) : -1;
