@@ -11,20 +11,8 @@
 #         -DWAITING_JOB=bert-large -P check_sim_memory.cmake
 cmake_minimum_required(VERSION 3.19)  # string(JSON)
 
-foreach(variable GSHARE_SIM TRACE WAITING_JOB)
-  if(NOT DEFINED ${variable})
-    message(FATAL_ERROR "check_sim_memory: pass -D${variable}=...")
-  endif()
-endforeach()
-
-execute_process(
-  COMMAND "${GSHARE_SIM}" --json "${TRACE}"
-  OUTPUT_VARIABLE output
-  ERROR_VARIABLE errors
-  RESULT_VARIABLE status)
-if(NOT status EQUAL 0)
-  message(FATAL_ERROR "gshare-sim failed (${status}): ${errors}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/run_sim_json.cmake)
+run_sim_json(check_sim_memory GSHARE_SIM TRACE WAITING_JOB)
 
 # A field of the output, or a fatal error that names it.
 function(json_get out)

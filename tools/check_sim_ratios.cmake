@@ -6,20 +6,8 @@
 #   cmake -DGSHARE_SIM=path/to/gshare-sim -DTRACE=trace.json -P check_sim_ratios.cmake
 cmake_minimum_required(VERSION 3.19)  # string(JSON)
 
-foreach(variable GSHARE_SIM TRACE)
-  if(NOT DEFINED ${variable})
-    message(FATAL_ERROR "check_sim_ratios: pass -D${variable}=...")
-  endif()
-endforeach()
-
-execute_process(
-  COMMAND "${GSHARE_SIM}" --json "${TRACE}"
-  OUTPUT_VARIABLE output
-  ERROR_VARIABLE errors
-  RESULT_VARIABLE status)
-if(NOT status EQUAL 0)
-  message(FATAL_ERROR "gshare-sim failed (${status}): ${errors}")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/run_sim_json.cmake)
+run_sim_json(check_sim_ratios GSHARE_SIM TRACE)
 
 # Every ratio gshare-sim reports: fair_to_fifo, srtf_to_fifo, priority_to_fifo.
 string(JSON ratio_count ERROR_VARIABLE json_error LENGTH "${output}" ratios)
