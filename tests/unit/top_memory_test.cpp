@@ -3,11 +3,8 @@
 // the safety condition it sums over the live jobs, and how the text and
 // JSON views show them.
 //
-// The regions are written by hand, as the arbiter would, the way
-// top_schedule_test.cpp does it: child processes own one slot each (a
-// process never sees its own liveness locks), and the test sets the fields
-// on its own mapping inside a seqlock write section. The helpers are copied
-// from there, short as they are, so each file reads on its own.
+// The regions are written by hand, as the arbiter would
+// (tests/unit/hand_written_region.h).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -26,6 +23,7 @@
 #include "shm/layout.h"
 #include "shm/region.h"
 #include "shm/snapshot.h"
+#include "tests/unit/hand_written_region.h"
 #include "tools/top_columns.h"
 #include "tools/top_format.h"
 #include "tools/top_json.h"
@@ -34,6 +32,7 @@
 
 using namespace gshare;
 using namespace gshare::shm;
+using namespace gshare::test;
 using gshare::top::TextLine;
 
 namespace {
@@ -46,80 +45,6 @@ constexpr uint64_t kCapacity = 8 * kGiB;
 constexpr uint64_t kContext = 256 * kMiB;
 constexpr const char* kUuid = "GPU-6d3ae12c-1111-2222-3333-444444444444";
 
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/gshare-top-memory-XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { (void)!system(("rm -rf " + path).c_str()); }
-  std::string path;
-};
-
-uint64_t monotonic_now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * kSecond + uint64_t(ts.tv_nsec);
-}
-
-RegionFile open_region(const std::string& dir) {
-  RegionFile file;
-  char error[kErrorChars] = "";
-  RegionAccess access{dir.c_str(), nullptr};
-  INFO(error);
-  REQUIRE(open_or_create_region(access, kUuid, kCapacity, &file, error, sizeof error));
-  return file;
-}
-
-// A job: a child process that claims a slot and lives until killed.
-class Job {
- public:
-  Job(const std::string& dir, const char* command) {
-    int ready[2];
-    REQUIRE(pipe(ready) == 0);
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      RegionFile file;
-      char error[kErrorChars];
-      RegionAccess access{dir.c_str(), nullptr};
-      int slot = -1;
-      if (open_or_create_region(access, kUuid, kCapacity, &file, error, sizeof error)) {
-        Arbiter arbiter(file);
-        SlotIdentity who{int32_t(getpid()), uint32_t(getuid()), 1, command, kCapacity};
-        if (arbiter.claim_slot(who)) slot = arbiter.own_slot();
-      }
-      (void)!write(ready[1], &slot, sizeof slot);
-      for (;;) pause();
-    }
-    close(ready[1]);
-    REQUIRE(read(ready[0], &slot_, sizeof slot_) == sizeof slot_);
-    close(ready[0]);
-    REQUIRE(slot_ >= 0);
-  }
-  ~Job() { kill9(); }
-  Job(const Job&) = delete;
-  Job& operator=(const Job&) = delete;
-
-  void kill9() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-  uint32_t slot() const { return uint32_t(slot_); }
-
- private:
-  pid_t pid_ = -1;
-  int slot_ = -1;
-};
-
-template <class Fn>
-void write_region(Region* region, Fn fn) {
-  region->header.seq.fetch_add(1, std::memory_order_acq_rel);
-  fn(region->header);
-  region->header.seq.fetch_add(1, std::memory_order_release);
-}
 
 void grant_lane_token(RegionHeader& h, uint32_t lane, const Slot& slot, uint32_t index) {
   h.tokens[lane].holder = index + 1;
@@ -181,12 +106,12 @@ gshare::top::Frame frame_of(const std::string& dir) {
 // so that the time the test itself takes does not change what is shown.
 struct LaneJobs {
   TempDir dir;
-  RegionFile file = open_region(dir.path);
-  Job train{dir.path, "python train.py"};
-  Job eval{dir.path, "python eval.py"};
-  Job small{dir.path, "python small.py"};
-  Job big{dir.path, "python big.py"};
-  Job dead{dir.path, "python dead.py"};
+  RegionFile file = open_region(dir.path, kUuid, kCapacity);
+  Job train{dir.path, kUuid, kCapacity, "python train.py"};
+  Job eval{dir.path, kUuid, kCapacity, "python eval.py"};
+  Job small{dir.path, kUuid, kCapacity, "python small.py"};
+  Job big{dir.path, kUuid, kCapacity, "python big.py"};
+  Job dead{dir.path, kUuid, kCapacity, "python dead.py"};
   uint64_t written_mono_ns = 0;
 
   LaneJobs() {

@@ -2,11 +2,8 @@
 // and the per-job fields of a region, the share of GPU time, and how the
 // text and JSON views show them.
 //
-// The regions are written by hand, as the scheduler would, by a test that
-// plays the writer: two child processes own one slot each (a process never
-// sees its own liveness locks, so the jobs must be other processes), and
-// the test sets the scheduling fields on its own mapping, inside a seqlock
-// write section.
+// The regions are written by hand, as the scheduler would
+// (tests/unit/hand_written_region.h).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -25,6 +22,7 @@
 #include "shm/layout.h"
 #include "shm/region.h"
 #include "shm/snapshot.h"
+#include "tests/unit/hand_written_region.h"
 #include "tools/top_format.h"
 #include "tools/top_json.h"
 #include "tools/top_sample.h"
@@ -32,6 +30,7 @@
 
 using namespace gshare;
 using namespace gshare::shm;
+using namespace gshare::test;
 
 namespace {
 
@@ -40,83 +39,6 @@ constexpr uint64_t kMs = 1000000;
 constexpr uint64_t kSecond = 1000000000;
 constexpr const char* kUuid = "GPU-5c4ed01e-1111-2222-3333-444444444444";
 
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/gshare-top-schedule-XXXXXX";
-    path = mkdtemp(pattern);
-  }
-  ~TempDir() { (void)!system(("rm -rf " + path).c_str()); }
-  std::string path;
-};
-
-uint64_t monotonic_now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * kSecond + uint64_t(ts.tv_nsec);
-}
-
-RegionFile open_region(const std::string& dir) {
-  RegionFile file;
-  char error[kErrorChars] = "";
-  RegionAccess access{dir.c_str(), nullptr};
-  INFO(error);
-  REQUIRE(open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error));
-  return file;
-}
-
-// A job: a child process that claims a slot in the region and lives until
-// the test kills it (kill -9, the way any gshare process may end).
-class Job {
- public:
-  Job(const std::string& dir, const char* command) {
-    int ready[2];
-    REQUIRE(pipe(ready) == 0);
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      RegionFile file;
-      char error[kErrorChars];
-      RegionAccess access{dir.c_str(), nullptr};
-      int slot = -1;
-      if (open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error)) {
-        Arbiter arbiter(file);
-        SlotIdentity who{int32_t(getpid()), uint32_t(getuid()), 1, command, 8 * kGiB};
-        if (arbiter.claim_slot(who)) slot = arbiter.own_slot();
-      }
-      (void)!write(ready[1], &slot, sizeof slot);
-      for (;;) pause();
-    }
-    close(ready[1]);
-    REQUIRE(read(ready[0], &slot_, sizeof slot_) == sizeof slot_);
-    close(ready[0]);
-    REQUIRE(slot_ >= 0);
-  }
-  ~Job() { kill9(); }
-  Job(const Job&) = delete;
-  Job& operator=(const Job&) = delete;
-
-  void kill9() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-  uint32_t slot() const { return uint32_t(slot_); }
-
- private:
-  pid_t pid_ = -1;
-  int slot_ = -1;
-};
-
-// Writes like the scheduler does: inside a seqlock write section, so that a
-// reader never takes a half-written state for a whole one.
-template <class Fn>
-void write_region(Region* region, Fn fn) {
-  region->header.seq.fetch_add(1, std::memory_order_acq_rel);
-  fn(region->header);
-  region->header.seq.fetch_add(1, std::memory_order_release);
-}
 
 void grant_token(RegionHeader& h, const Slot& slot, uint32_t index) {
   h.tokens[0].holder = index + 1;
@@ -145,9 +67,9 @@ GpuSnapshot only_gpu(const std::string& dir) {
 // Two jobs on one GPU under fair: A holds the token, B waits for it.
 struct TwoJobs {
   TempDir dir;
-  RegionFile file = open_region(dir.path);
-  Job a{dir.path, "python train.py"};
-  Job b{dir.path, "python serve.py"};
+  RegionFile file = open_region(dir.path, kUuid, 8 * kGiB);
+  Job a{dir.path, kUuid, 8 * kGiB, "python train.py"};
+  Job b{dir.path, kUuid, 8 * kGiB, "python serve.py"};
   uint64_t written_mono_ns = 0;
 
   TwoJobs() {
