@@ -140,6 +140,11 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
       wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
       end_slice(arbiter, drain_current_context);
+    } else if (gate & shm::kGateFirstLaunch) {
+      // The first launch since a switch made this job the holder: the
+      // switch's cost ends here (scheduler/token.h). Then the gate is read
+      // again: the token may have moved while we took the lock.
+      note_first_launch(arbiter, shm::mono_now_ns());
     } else {
       break;
     }

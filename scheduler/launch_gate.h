@@ -7,7 +7,8 @@
 // one GPU, and that GPU's gate is exactly open: this job holds the token and
 // nobody has asked it to yield. Everything else takes the slow path:
 // waiting for the token, ending a slice at an iteration boundary, bounding
-// in-flight work under priority, skipping launches being captured.
+// in-flight work under priority, skipping launches being captured, and the
+// first launch after a switch, which measures the switch's cost.
 #pragma once
 
 #include <cuda.h>

@@ -134,8 +134,14 @@ void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
   }
 }
 
-uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job) {
-  return shm::kGateOpen | (bounds_in_flight(policy, job, t.jobs, t.count) ? uint32_t(shm::kGateBounded) : 0u);
+// The holder's gate: open; bounded under priority while a higher job
+// exists; and, while the switch that made it the holder waits for its
+// first launch, marked so that launch takes the slow path and is measured.
+uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job, const Slot& s) {
+  uint32_t gate = shm::kGateOpen;
+  if (bounds_in_flight(policy, job, t.jobs, t.count)) gate |= shm::kGateBounded;
+  if (s.switched_in_mono_ns != 0) gate |= shm::kGateFirstLaunch;
+  return gate;
 }
 
 void wake_waiters(RegionHeader& h) {
@@ -158,6 +164,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
     o.gate.store(shm::kGateClosed, std::memory_order_release);
     o.job_state = old_holder_state;
     if (old_holder_state == shm::kJobWaiting) o.wait_since_mono_ns = now;
+    if (old != t.jobs[index].id) o.switched_in_mono_ns = 0;  // never launched in its turn: nothing to record
   }
   Job& job = t.jobs[index];
   Slot& s = r.slots[job.id];
@@ -171,8 +178,13 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   token.slice_start_mono_ns = now;
   uint64_t length = slice_length(policy, job, s.quantum_ns);
   token.slice_end_mono_ns = length == kForever ? kForever : now + length;
-  if (old != job.id) h.handovers++;
-  s.gate.store(open_gate_for(policy, t, job), std::memory_order_release);
+  if (old != job.id) {
+    // A switch (token.h): its cost runs from now to the new holder's first
+    // launch, which the gate's kGateFirstLaunch sends to note_first_launch.
+    h.handovers++;
+    s.switched_in_mono_ns = now;
+  }
+  s.gate.store(open_gate_for(policy, t, job, s), std::memory_order_release);
   wake_waiters(h);
 }
 
@@ -235,9 +247,11 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
       token.slice_end_mono_ns = length == kForever ? kForever : now + length;
     }
   }
-  // A higher-priority job may have come or gone since the grant.
+  // A higher-priority job may have come or gone since the grant. The other
+  // bits stay: kGateFirstLaunch only its owner clears, under this lock.
   if (gate & shm::kGateOpen)
-    gate = (gate & ~uint32_t(shm::kGateBounded)) | (open_gate_for(policy, t, t.jobs[current]) & shm::kGateBounded);
+    gate = (gate & ~uint32_t(shm::kGateBounded)) |
+           (open_gate_for(policy, t, t.jobs[current], s) & shm::kGateBounded);
   s.gate.store(gate, std::memory_order_release);
 }
 
@@ -409,11 +423,12 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     int current = t.index(own);
     int next = pick_next(policy, t.jobs, t.count, current);
     if (next < 0 || next == current) {
-      // Nobody else should run: a new slice, no handover.
+      // Nobody else should run: a new slice, no handover (a switch to this
+      // job that has not reached its first launch stays to be measured).
       uint64_t length = slice_length(policy, t.jobs[current], me.quantum_ns);
       r.header.tokens[k].slice_start_mono_ns = now;
       r.header.tokens[k].slice_end_mono_ns = length == kForever ? kForever : now + length;
-      me.gate.store(open_gate_for(policy, t, t.jobs[current]), std::memory_order_release);
+      me.gate.store(open_gate_for(policy, t, t.jobs[current], me), std::memory_order_release);
       return;
     }
     if (me.handover_mode == shm::kHandoverStrict && !drained) {
@@ -487,6 +502,28 @@ void step_aside(Arbiter& arbiter) {
     int current = t.index(own);
     if (current >= 0) step_aside_locked(arbiter, k, t, current, shm::mono_now_ns());
   });
+}
+
+void note_first_launch(Arbiter& arbiter, uint64_t now) {
+  Region& r = *arbiter.region();
+  Slot& me = r.slots[arbiter.own_slot()];
+  bool locked = arbiter.update([&] {
+    // Under the lock, like every other write of the gate: no decision can
+    // store a gate read before this clear and bring the bit back.
+    uint32_t gate = me.gate.fetch_and(~uint32_t(shm::kGateFirstLaunch), std::memory_order_acq_rel);
+    if (!(gate & shm::kGateFirstLaunch) || me.switched_in_mono_ns == 0) return;  // another thread was first
+    uint64_t cost = now > me.switched_in_mono_ns ? now - me.switched_in_mono_ns : 0;
+    me.switched_in_mono_ns = 0;
+    me.switches++;
+    me.switch_ns += cost;
+    me.last_switch_ns = cost;
+    RegionHeader& h = r.header;
+    h.switches++;
+    h.switch_ns_total += cost;
+    h.switch_ns_max = std::max(h.switch_ns_max, cost);
+  });
+  // An unusable lock must not keep every launch on the slow path.
+  if (!locked) me.gate.fetch_and(~uint32_t(shm::kGateFirstLaunch), std::memory_order_relaxed);
 }
 
 void account_token_time(Arbiter& arbiter) {

@@ -16,6 +16,19 @@
 //            with no thread inside a host sync, loses the token.
 //   dead     a dead holder's slot is freed by whoever notices (shm/arbiter):
 //            the token goes back at once.
+//   switch   a grant of the token to another job than the one that held it
+//            (or to any job when nobody held it): what the region counts as
+//            a handover. Its cost is the time from the grant to the new
+//            holder's first kernel or graph launch after it, on the
+//            monotonic clock: everything the new holder does before its
+//            work can reach the GPU, such as waiting for its ephemeral
+//            memory to be admitted while the previous holder gives back
+//            its framework cache (allocator/admission.h). The grant opens
+//            the gate with kGateFirstLaunch, which sends that launch to
+//            the slow path (the fast path wants the gate exactly open);
+//            there note_first_launch records the cost and clears the bit.
+//            A grant to the holder again is no switch; a switch whose job
+//            loses the token before it launches records nothing.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +89,12 @@ const shm::Token& own_token(const shm::Arbiter& arbiter);
 // After lanes were re-formed under pack: a holder whose lane changed gives
 // its old lane's token back and waits for its new lane's. Under the lock.
 void release_moved_tokens_locked(shm::Arbiter& arbiter);
+
+// The launch that passed a gate with kGateFirstLaunch, at `now`: records
+// the cost of the switch that made this job the holder (Slot::switch_ns,
+// RegionHeader::switch_ns_total) and clears the bit, so that the job's
+// next launches take the fast path again. Takes the lock; once per switch.
+void note_first_launch(shm::Arbiter& arbiter, uint64_t now);
 
 // Counts the holder's token time so far: gshare-top's share and fair's
 // clock stay current during a long slice. Called by the upkeep thread.

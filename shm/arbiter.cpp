@@ -135,6 +135,8 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.iteration_ns.store(0, std::memory_order_relaxed);
     s.iteration_launches.store(0, std::memory_order_relaxed);
     s.iteration_source.store(kIterationsUnknown, std::memory_order_relaxed);
+    s.switched_in_mono_ns = 0;
+    s.switches = s.switch_ns = s.last_switch_ns = 0;
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);

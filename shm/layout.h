@@ -28,6 +28,10 @@
 //   * Nothing here is a pointer: the region is mapped at different addresses.
 //   * A change of any field's meaning or offset bumps kLayoutVersion. A region
 //     of another version is never touched (shm/region.cpp says what happens).
+//     A new field taken from padding, zero meaning "nothing yet", changes
+//     neither, and neither does a new gate bit, which code that does not
+//     know it reads as "not plainly open" (the slow path, which tests bits):
+//     no bump for those.
 #pragma once
 
 #include <pthread.h>
@@ -68,6 +72,9 @@ enum GateBits : uint32_t {
   kGateOpen = 1,     // the holder
   kGateYield = 2,    // the slice is over: hand over at the next iteration boundary
   kGateBounded = 4,  // priority: keep in-flight work to about one kernel
+  // A switch made this job the holder and it has not launched since: its
+  // first launch records the switch's cost (scheduler/token.h, "switch").
+  kGateFirstLaunch = 8,
 };
 
 // How a holder hands the token over (GSHARE_HANDOVER).
@@ -97,7 +104,8 @@ inline constexpr int kShareSeconds = 10;
 
 // One process on one GPU. 576 bytes: the owner-written counters and the gate
 // sit on their own cache line, so launches never share a line with fields
-// that other processes write under the lock.
+// that other processes write under the lock; the switch figures, written
+// once per switch, have the last line.
 struct alignas(64) Slot {
   // --- identity: written at claim, under the lock ---
   uint32_t state;            // SlotState
@@ -170,7 +178,17 @@ struct alignas(64) Slot {
   // the token at its slice end without waiting for the sync to return.
   std::atomic<uint32_t> boundary_waits;
   uint32_t padding2;
-  uint64_t padding1[9];
+  uint64_t padding1;
+
+  // --- switches to this job (scheduler/token.h): written under the lock ---
+  // The grant of a switch whose first launch has not come yet; 0: none.
+  // Meaningful only while the job holds its token (a later switch to it
+  // overwrites a value left by one it never launched in).
+  alignas(64) uint64_t switched_in_mono_ns;
+  uint64_t switches;         // switches to this job that reached their first launch
+  uint64_t switch_ns;        // their cost in all: grant to first launch
+  uint64_t last_switch_ns;   // the latest one's cost
+  uint64_t padding3[4];
 };
 static_assert(sizeof(Slot) == 576, "Slot layout changed: bump kLayoutVersion");
 
@@ -233,7 +251,12 @@ struct alignas(64) RegionHeader {
   uint64_t safety_bytes;       // Σ P + Σ_lanes max E over live jobs (scheduler/lanes.h)
   uint32_t live_slots;         // slots in state kSlotLive: an allocation asks "am I alone?" cheaply
   uint32_t padding3;
-  uint64_t padding2[3];
+  // Switches on this GPU's tokens that reached the new holder's first
+  // launch (scheduler/token.h), and their cost, since the region was
+  // created: jobs that have ended still count here, not in a slot.
+  uint64_t switches;
+  uint64_t switch_ns_total;
+  uint64_t switch_ns_max;
   Token tokens[kMaxLanes];     // [0] only, except under pack: one per lane
 };
 static_assert(sizeof(RegionHeader) == 704, "RegionHeader layout changed: bump kLayoutVersion");

@@ -150,6 +150,9 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
   uint64_t unaccounted_ns = p->holds_token ? elapsed_since(s.accounted_mono_ns, now_mono_ns) : 0;
   p->served_ns = s.served_ns + unaccounted_ns;
   p->granted = s.granted;
+  p->switches = s.switches;
+  p->switch_ns = s.switch_ns;
+  p->last_switch_ns = s.last_switch_ns;
   p->waiting_ns = s.wait_ns + elapsed_since(s.wait_since_mono_ns, now_mono_ns);
   uint64_t attached_ns = attached_mono_ns(s, now_mono_ns, now_unix_ns);
   p->share_10s = recent_token_share(s, p->holds_token, attached_ns, now_mono_ns);
@@ -182,6 +185,9 @@ GpuSnapshot snapshot_region(const std::string& path) {
   gpu.sampled_mono_ns = now_mono_ns;
   gpu.policy = policy_text(h.policy);
   gpu.handovers = h.handovers;
+  gpu.switches = h.switches;
+  gpu.switch_ns_total = h.switch_ns_total;
+  gpu.switch_ns_max = h.switch_ns_max;
   gpu.slice_start_mono_ns = h.tokens[0].slice_start_mono_ns;
   gpu.slice_end_mono_ns = h.tokens[0].slice_end_mono_ns;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {

@@ -46,6 +46,11 @@ struct ProcessSnapshot {
   uint64_t expected_iters = 0;     // GSHARE_EXPECTED_ITERS; 0: not given
   uint64_t served_ns = 0;          // token time received, up to the copy
   uint64_t granted = 0;            // times given the token
+  // Switches to this job that reached its first launch, and their cost:
+  // grant to first launch (scheduler/token.h).
+  uint64_t switches = 0;
+  uint64_t switch_ns = 0;          // in all
+  uint64_t last_switch_ns = 0;     // the latest one's; 0 before the first
   uint64_t waiting_ns = 0;         // time spent waiting for the token, the current wait included
   double share_10s = 0;            // 0..1: of the last 10 s, the share it held the token
   uint64_t iterations = 0;         // iterations detected
@@ -89,6 +94,11 @@ struct GpuSnapshot {
   std::string policy = "unknown";  // scheduler::policy_name, "unknown" before one is set
   int32_t holder_slot = -1;        // slot of the live process holding the token; -1: nobody
   uint64_t handovers = 0;          // times the token changed hands
+  // Switches that reached the new holder's first launch, and their cost,
+  // since the region was created (ended jobs included).
+  uint64_t switches = 0;
+  uint64_t switch_ns_total = 0;
+  uint64_t switch_ns_max = 0;
   uint64_t slice_start_mono_ns = 0;
   uint64_t slice_end_mono_ns = 0;  // UINT64_MAX: the slice has no end (fifo)
 

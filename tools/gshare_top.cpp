@@ -26,6 +26,9 @@
 //       "holder_slot": N|null,          the live process holding the launch token (pack: lane 0's)
 //       "holder_pid": N|null,
 //       "handovers": N,                 times a token changed hands
+//       "switches": N,                  handovers that reached the new holder's first launch
+//       "switch_ns_total": N,           their cost in all: grant to first launch (scheduler/token.h)
+//       "switch_ns_max": N|null,        the largest; null: no switch yet
 //       "safety_bytes": N,              Σ P + Σ_lanes max E over the live processes
 //       "safety_holds": B,              safety_bytes <= total_bytes
 //       "memory_waiters": N,            processes blocked in an allocation
@@ -56,6 +59,9 @@
 //          "served_ms": X,              total time it held the token
 //          "wait_ms": X,                total time it waited for the token, current wait included
 //          "granted": N,                times it was given the token
+//          "switches": N,               switches to it that reached its first launch
+//          "switch_ns": N,              their cost in all: grant to first launch
+//          "last_switch_ns": N|null,    the latest one's; null: no switch yet
 //          "weight": N, "priority": N,  GSHARE_WEIGHT, GSHARE_PRIORITY
 //          "handover": "overlap"|"strict"|"unknown",  GSHARE_HANDOVER
 //          "expected_seconds": X|null,  GSHARE_EXPECTED_SECONDS; null: not given

@@ -163,10 +163,12 @@ std::string usage_text() {
       "\n"
       "Each GPU's line shows its memory, the safety sum P + lanes' E against the\n"
       "capacity (OVER when it exceeds it), its scheduling policy (fifo, fair,\n"
-      "srtf, priority, pack; unknown until a process sets one) and how often a\n"
-      "launch token changed hands; the line below lists its lanes and their\n"
-      "members, a lane's token holder starred under pack. P and E end in ~ while\n"
-      "provisional. On a narrow terminal some columns give way, SHORT first.\n"
+      "srtf, priority, pack; unknown until a process sets one), how often a\n"
+      "launch token changed hands and what a switch cost, mean and max (from\n"
+      "the grant to the new holder's first launch); the line below lists its\n"
+      "lanes and their members, a lane's token holder starred under pack. P and\n"
+      "E end in ~ while provisional. On a narrow terminal some columns give way,\n"
+      "SWITCH first.\n"
       "\n"
       "columns:\n";
   for (const Column& column : process_columns())

@@ -44,6 +44,13 @@ std::string ephemeral(const ProcessView& r) {
   return with_provisional_mark(r.process.ephemeral_bytes, r);
 }
 
+// The mean cost of the switches to it: from the token's grant to its first
+// launch (scheduler/token.h).
+std::string switch_cost(const ProcessView& r) {
+  if (r.process.switches == 0) return "-";
+  return format_duration(r.process.switch_ns / r.process.switches);
+}
+
 std::string lane(const ProcessView& r) {
   return r.process.lane < 0 ? "-" : std::to_string(r.process.lane);
 }
@@ -117,6 +124,8 @@ const Column kColumns[] = {
     {"ITERS", "iterations detected", 7, Align::kRight, iterations, 11},
     {"WAIT", "time spent waiting for the token, the current wait included", 7, Align::kRight,
      waiting, 3},
+    {"SWITCH", "mean cost of the switches to it: the token's grant to its first launch; - if none",
+     7, Align::kRight, switch_cost, 15},
 };
 
 }  // namespace

@@ -23,6 +23,9 @@ double milliseconds(uint64_t ns) { return rounded(double(ns) / 1e6, 1000); }
 // script cannot mistake it for a measured 0.
 Json milliseconds_or_null(uint64_t ns) { return ns == 0 ? Json(nullptr) : Json(milliseconds(ns)); }
 Json count_or_null(uint64_t count) { return count == 0 ? Json(nullptr) : Json(count); }
+// A figure of the switches so far that has no value before the first one
+// (the latest, the largest): null then, not a measured 0.
+Json after_a_switch(uint64_t switches, uint64_t ns) { return switches == 0 ? Json(nullptr) : Json(ns); }
 
 const shm::ProcessSnapshot* find_slot(const GpuView& view, int32_t slot) {
   for (const ProcessView& row : view.processes)
@@ -72,6 +75,9 @@ Json process_json(const ProcessView& row) {
       {"served_ms", milliseconds(p.served_ns)},
       {"wait_ms", milliseconds(p.waiting_ns)},
       {"granted", p.granted},
+      {"switches", p.switches},
+      {"switch_ns", p.switch_ns},
+      {"last_switch_ns", after_a_switch(p.switches, p.last_switch_ns)},
       {"weight", p.weight},
       {"priority", p.priority},
       {"handover", p.handover_mode},
@@ -115,6 +121,9 @@ Json gpu_json(const GpuView& view) {
       {"holder_slot", holder ? Json(holder->slot) : Json(nullptr)},
       {"holder_pid", holder ? Json(holder->pid) : Json(nullptr)},
       {"handovers", gpu.handovers},
+      {"switches", gpu.switches},
+      {"switch_ns_total", gpu.switch_ns_total},
+      {"switch_ns_max", after_a_switch(gpu.switches, gpu.switch_ns_max)},
       {"safety_bytes", gpu.safety_bytes},
       {"safety_holds", gpu.safety_bytes <= gpu.capacity_bytes},
       {"memory_waiters", gpu.memory_waiters},

@@ -196,6 +196,11 @@ std::vector<std::string> gpu_header_items(const GpuView& view, const std::string
   if (gpu.memory_waiters != 0) items.push_back("memory waiters " + std::to_string(gpu.memory_waiters));
   items.push_back("policy " + sanitize_for_terminal(gpu.policy));
   items.push_back("handovers " + std::to_string(gpu.handovers));
+  // What a switch costs (scheduler/token.h): grant to the new holder's
+  // first launch, mean and largest; left out before the first.
+  if (gpu.switches != 0)
+    items.push_back("switch mean " + format_duration(gpu.switch_ns_total / gpu.switches) + " max " +
+                    format_duration(gpu.switch_ns_max));
   return items;
 }
 

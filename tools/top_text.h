@@ -19,7 +19,7 @@ struct TextLine {
 };
 
 // One frame: per GPU with live processes a header line (capacity, reserved,
-// the safety condition, policy), a line of its lanes and their members, and
+// the safety condition, policy, handovers and what a switch costs), a line of its lanes and their members, and
 // the process table; a line per unreadable region; "no gshare processes (looked in DIR)"
 // when there are no live processes at all. GPUs without processes are left
 // out (their regions outlive the processes); --json lists them.

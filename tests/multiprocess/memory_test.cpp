@@ -226,6 +226,47 @@ TEST_CASE("a framework's cache is measured and given back at switches, so two ca
   }
 }
 
+TEST_CASE("a switch's measured cost includes the new holder's wait for memory another job holds") {
+  // C holds 5 GiB of the 8 GiB GPU. B's first allocation is ephemeral, so
+  // it takes B's turn first: the token is granted to B there (a switch).
+  // B's next allocation does not fit beside C's, so B waits for memory,
+  // holding the token (it holds ephemeral memory of its own, so stepping
+  // aside would not help), until C frees its 5 GiB, which the test has it
+  // do 300 ms later; then B launches. The switch to B lasts from the grant
+  // to that launch, the wait included.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_POLICY", "fair"}};
+  const uint64_t held_ns = 300 * kMs;
+  Client c(gpu, env);
+  REQUIRE(c.send("init") == "init ok");
+  REQUIRE(c.send("alloc 5G x") == "alloc ok x");  // alone: no turn to take
+  Client b(gpu, env);
+  REQUIRE(b.send("init") == "init ok");
+  REQUIRE(b.send("alloc 64M y") == "alloc ok y");
+  b.post("alloc 3G z");
+  REQUIRE_FALSE(wait_for(gpu, b.pid(), [](const json& p) {
+                  return p["admission"] == "waiting for memory" && p["holds_token"] == true;
+                }).is_null());
+  std::this_thread::sleep_for(std::chrono::nanoseconds(held_ns));
+  REQUIRE(c.send("free x") == "free ok");
+  REQUIRE(b.reply(10) == "alloc ok z");
+  REQUIRE(b.send("launch 1 100") == "launch ok 1");
+
+  json seen = gpu.top_json()["gpus"][0];
+  INFO(seen.dump());
+  json pb = process_of(gpu.top_json(), b.pid()), pc = process_of(gpu.top_json(), c.pid());
+  REQUIRE_FALSE((pb.is_null() || pc.is_null()));
+  CHECK(pb["switches"] == 1);
+  CHECK(pb["last_switch_ns"].get<uint64_t>() >= held_ns);
+  CHECK(pb["last_switch_ns"].get<uint64_t>() < 10000 * kMs);
+  CHECK(pb["switch_ns"] == pb["last_switch_ns"]);
+  CHECK(pc["switches"] == 0);  // C never held the token
+  CHECK(pc["last_switch_ns"].is_null());
+  CHECK(seen["switches"] == 1);
+  CHECK(seen["switch_ns_total"] == pb["switch_ns"]);
+  CHECK(seen["switch_ns_max"] == pb["switch_ns"]);
+}
+
 TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at once") {
   TestGpu gpu(8 * kGiB);
   const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "pack"},

@@ -73,11 +73,51 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// What gshare-top says about the switches on a GPU (scheduler/token.h):
+// the GPU's figures, and the same summed over its processes.
+struct Switches {
+  uint64_t handovers = 0, switches = 0, total_ns = 0, max_ns = 0;
+  uint64_t process_switches = 0, process_ns = 0;
+  bool every_process_ns_positive = true;
+};
+
+Switches switches_of(const nlohmann::json& gpu) {
+  Switches s;
+  s.handovers = gpu["handovers"];
+  s.switches = gpu["switches"];
+  s.total_ns = gpu["switch_ns_total"];
+  s.max_ns = gpu["switch_ns_max"].is_null() ? 0 : gpu["switch_ns_max"].get<uint64_t>();
+  for (const nlohmann::json& p : gpu["processes"]) {
+    s.process_switches += p["switches"].get<uint64_t>();
+    s.process_ns += p["switch_ns"].get<uint64_t>();
+    if (p["switches"] > 0 && (p["switch_ns"] == 0 || p["last_switch_ns"].is_null()))
+      s.every_process_ns_positive = false;
+  }
+  return s;
+}
+
 struct FairRun {
   double share_a, share_b, overlap_fraction, median_slice_ms;
   double overlap_ms;
   int handovers;
+  Switches switches;
 };
+
+// Every handover to a job that then launched is a switch with a measured
+// cost: here the next job waits in a launch, so the cost is its wake-up,
+// far below a second; a job that finished its loop just as it was given
+// the token never launches, and its switch is not counted.
+void check_switches(const Switches& s) {
+  CHECK(s.switches > 0);
+  CHECK(s.switches <= s.handovers);
+  CHECK(s.switches * 10 >= s.handovers * 9);
+  CHECK(s.process_switches == s.switches);
+  CHECK(s.process_ns == s.total_ns);
+  CHECK(s.every_process_ns_positive);
+  CHECK(s.total_ns > 0);
+  CHECK(s.total_ns / s.switches < 250 * kMs);
+  CHECK(s.max_ns < 3000 * kMs);
+}
 
 // Two processes that launch continuously (2 ms iterations ending in a sync)
 // for three seconds, with weights 3:1 or 1:1.
@@ -99,10 +139,13 @@ FairRun run_fair_pair(const char* weight_a, const char* handover) {
   Window w = common_window({ka, kb});
   REQUIRE(w.length() > 2000 * kMs);
   double busy = double(kernel_time_in(ka, w) + kernel_time_in(kb, w));
-  int handovers = gpu.top_json()["gpus"][0]["handovers"].get<int>();
+  // Both clients still live: the GPU's switches are theirs.
+  nlohmann::json top = gpu.top_json();
+  REQUIRE(top["gpus"][0]["processes"].size() == 2);
+  int handovers = top["gpus"][0]["handovers"].get<int>();
   return {double(kernel_time_in(ka, w)) / busy, double(kernel_time_in(kb, w)) / busy,
           double(overlap_between(ka, kb)) / double(w.length()), median(slice_lengths_ms(all)),
-          double(overlap_between(ka, kb)) / 1e6, handovers};
+          double(overlap_between(ka, kb)) / 1e6, handovers, switches_of(top["gpus"][0])};
 }
 
 }  // namespace
@@ -114,6 +157,7 @@ TEST_CASE("under fair, two continuous launchers never overlap and split kernel t
   CHECK(run.share_b == Approx(0.5).margin(0.05));
   // Slices last one quantum (20 ms), ending at the next 2 ms iteration.
   CHECK(run.median_slice_ms == Approx(21).margin(4));
+  check_switches(run.switches);
 }
 
 TEST_CASE("under fair with overlap handover, only a holder's tail overlaps the next job") {
@@ -123,6 +167,7 @@ TEST_CASE("under fair with overlap handover, only a holder's tail overlaps the n
   CHECK(run.handovers >= 50);
   CHECK(run.overlap_ms <= run.handovers * 2.0);
   CHECK(run.share_a == Approx(0.5).margin(0.05));
+  check_switches(run.switches);
 }
 
 TEST_CASE("under fair, weights 3:1 split kernel time 75/25") {

@@ -397,6 +397,7 @@ TEST_CASE("gshare-top's text shows the policy, the token, the state and the sche
     for (const char* header : {"PID", "COMMAND", "USED", "STATE", "TOKEN", "GPU%"})
       CHECK(narrow.find(header) != std::string::npos);
     CHECK(narrow.find("CONTEXT") == std::string::npos);
+    CHECK(narrow.find("SWITCH") == std::string::npos);
     CHECK(row_of(lines, jobs.a.pid()).find(" running ") != std::string::npos);
   }
 }
@@ -460,5 +461,88 @@ TEST_CASE("gshare-top's JSON has the policy, the holder and each job's schedulin
     nlohmann::json fifo = nlohmann::json::parse(gshare::top::render_json(frame_of(jobs.dir.path)));
     CHECK(fifo["gpus"][0]["slice_remaining_ms"].is_null());
     CHECK(fifo["gpus"][0]["slice_elapsed_ms"].is_number());
+  }
+}
+
+TEST_CASE("gshare-top shows what a switch cost: per GPU the mean and the largest, per job its mean") {
+  TwoJobs jobs;
+  SECTION("before any switch there is nothing to show, and JSON says null, not 0") {
+    gshare::top::Frame frame = frame_of(jobs.dir.path);
+    std::vector<gshare::top::TextLine> lines = gshare::top::render_text(frame, 0);
+    std::string text = gshare::top::join_lines(lines);
+    INFO(text);
+    CHECK(text.find("switch mean") == std::string::npos);
+    CHECK(text.find("SWITCH") != std::string::npos);
+    std::string row = row_of(lines, jobs.a.pid());
+    REQUIRE(row.size() > 2);
+    CHECK(row.substr(row.size() - 2) == " -");  // SWITCH, the last column
+    nlohmann::json top = nlohmann::json::parse(gshare::top::render_json(frame));
+    const nlohmann::json& gpu = top["gpus"][0];
+    CHECK(gpu["switches"] == 0);
+    CHECK(gpu["switch_ns_total"] == 0);
+    CHECK(gpu["switch_ns_max"].is_null());
+    const nlohmann::json* a = json_process(gpu, jobs.a.pid());
+    REQUIRE(a);
+    CHECK((*a)["switches"] == 0);
+    CHECK((*a)["switch_ns"] == 0);
+    CHECK((*a)["last_switch_ns"].is_null());
+  }
+  SECTION("after switches: the snapshot copies them, the text and JSON show them") {
+    // Six switches on the GPU, one of them to a job that has ended since.
+    write_region(jobs.region(), [&](RegionHeader& h) {
+      Slot& sa = jobs.region()->slots[jobs.a.slot()];
+      Slot& sb = jobs.region()->slots[jobs.b.slot()];
+      sa.switches = 3;
+      sa.switch_ns = 4500 * 1000;      // a mean of 1.5 ms
+      sa.last_switch_ns = 2100 * 1000;
+      sb.switches = 2;
+      sb.switch_ns = 500 * 1000;       // a mean of 250 us
+      sb.last_switch_ns = 300 * 1000;
+      h.switches = 6;
+      h.switch_ns_total = 6 * kMs;     // a mean of 1 ms
+      h.switch_ns_max = 2100 * 1000;
+    });
+    GpuSnapshot snapshot = only_gpu(jobs.dir.path);
+    CHECK(snapshot.switches == 6);
+    CHECK(snapshot.switch_ns_total == 6 * kMs);
+    CHECK(snapshot.switch_ns_max == 2100 * 1000);
+    const ProcessSnapshot* pa = find_process(snapshot, jobs.a.slot());
+    REQUIRE(pa);
+    CHECK(pa->switches == 3);
+    CHECK(pa->switch_ns == 4500 * 1000);
+    CHECK(pa->last_switch_ns == 2100 * 1000);
+
+    gshare::top::Frame frame = frame_of(jobs.dir.path);
+    std::vector<gshare::top::TextLine> lines = gshare::top::render_text(frame, 0);
+    std::string text = gshare::top::join_lines(lines);
+    INFO(text);
+    CHECK(text.find("handovers 7  switch mean 1.00ms max 2.10ms") != std::string::npos);
+    std::string a = row_of(lines, jobs.a.pid()), b = row_of(lines, jobs.b.pid());
+    CHECK(a.substr(a.size() - 7) == " 1.50ms");
+    CHECK(b.substr(b.size() - 6) == " 250us");
+
+    nlohmann::json top = nlohmann::json::parse(gshare::top::render_json(frame));
+    const nlohmann::json& gpu = top["gpus"][0];
+    CHECK(gpu["switches"] == 6);
+    CHECK(gpu["switch_ns_total"] == 6 * kMs);
+    CHECK(gpu["switch_ns_max"] == 2100 * 1000);
+    const nlohmann::json* ja = json_process(gpu, jobs.a.pid());
+    const nlohmann::json* jb = json_process(gpu, jobs.b.pid());
+    REQUIRE(ja);
+    REQUIRE(jb);
+    CHECK((*ja)["switches"] == 3);
+    CHECK((*ja)["switch_ns"] == 4500 * 1000);
+    CHECK((*ja)["last_switch_ns"] == 2100 * 1000);
+    CHECK((*jb)["switches"] == 2);
+    CHECK((*jb)["last_switch_ns"] == 300 * 1000);
+
+    // SWITCH is the first column to give way on a narrow terminal.
+    size_t full = 0;
+    for (const gshare::top::TextLine& line : lines)
+      if (line.kind == gshare::top::TextLine::Kind::kColumnHeader) full = line.text.size();
+    std::string narrow = gshare::top::join_lines(gshare::top::render_text(frame, full - 1));
+    CHECK(narrow.find("SWITCH") == std::string::npos);
+    CHECK(narrow.find("SHORT") != std::string::npos);
+    CHECK(narrow.find("switch mean 1.00ms") != std::string::npos);  // the GPU line wraps instead
   }
 }
