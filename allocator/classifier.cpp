@@ -1,13 +1,12 @@
 #include "allocator/classifier.h"
 
-#define UNW_LOCAL_ONLY
 #include <dlfcn.h>
-#include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
 
 #include <atomic>
 
+#include "allocator/call_site.h"
 #include "allocator/devices.h"
 #include "allocator/framework_caches.h"
 #include "allocator/tracked_memory.h"
@@ -18,8 +17,6 @@ namespace {
 
 // --- sites ---
 
-constexpr int kSiteFrames = 4;   // return addresses outside gshare that make a site
-constexpr int kMaxWalk = 16;     // frames walked at most, gshare's own included
 constexpr uint32_t kSiteSlots = 4096;
 
 struct SiteRecord {
@@ -31,7 +28,7 @@ SiteRecord g_sites[kSiteSlots];
 pthread_mutex_t g_sites_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 // gshare's own code: frames inside it are hooks, not sites.
-uintptr_t g_own_begin = 0, g_own_end = 0;
+CodeRange g_own;
 pthread_once_t g_own_once = PTHREAD_ONCE_INIT;
 
 int find_own_range(dl_phdr_info* info, size_t, void* base) {
@@ -39,8 +36,8 @@ int find_own_range(dl_phdr_info* info, size_t, void* base) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
     if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-    g_own_begin = info->dlpi_addr + ph.p_vaddr;
-    g_own_end = g_own_begin + ph.p_memsz;
+    g_own.begin = info->dlpi_addr + ph.p_vaddr;
+    g_own.end = g_own.begin + ph.p_memsz;
   }
   return 1;
 }
@@ -53,22 +50,7 @@ void learn_own_range() {
 
 uint32_t stack_site() {
   pthread_once(&g_own_once, learn_own_range);
-  unw_context_t context;
-  unw_cursor_t cursor;
-  if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return 0;
-  uint64_t hash = 0xcbf29ce484222325ull;
-  int taken = 0;
-  for (int walked = 0; walked < kMaxWalk && taken < kSiteFrames; ++walked) {
-    if (unw_step(&cursor) <= 0) break;
-    unw_word_t ip = 0;
-    if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0) break;
-    if (ip >= g_own_begin && ip < g_own_end) continue;
-    hash = (hash ^ uint64_t(ip)) * 0x100000001b3ull;
-    ++taken;
-  }
-  if (taken == 0) return 0;
-  uint32_t site = uint32_t(hash ^ (hash >> 32));
-  return site ? site : 1;
+  return call_site(g_own);
 }
 
 // The record of `site`, added if absent; null if the table is full.

@@ -1,0 +1,62 @@
+// Allocation sites (allocator/call_site.h) in a real process under the
+// preload: what a site learned classifies the next allocation from it at
+// birth, and only from it.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/multiprocess/harness.h"
+
+using namespace gshare::test;
+using nlohmann::json;
+
+namespace {
+
+// The process of `pid` in gshare-top's view, or null.
+json process_of(const json& top, pid_t pid) {
+  for (const json& gpu : top["gpus"])
+    for (const json& p : gpu["processes"])
+      if (p["pid"] == pid) return p;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("an allocation from a site whose allocations turned out persistent is persistent at birth") {
+  // Every "alloc" command of the client allocates from one call site, every
+  // "managed" command from another.
+  TestGpu gpu(16 * kGiB);
+  Client job(gpu);
+  REQUIRE(job.send("init") == "init ok");
+  REQUIRE(job.send("alloc 256M weights") == "alloc ok weights");
+  // Alive at the second boundary after its birth: persistent, and so is
+  // its site. (A loop of one launch and a sync: its iterations are found.)
+  REQUIRE(words(job.send("train 10 1 100 sync 0")).at(1) == "ok");
+  json p;
+  for (auto start = std::chrono::steady_clock::now();
+       std::chrono::steady_clock::now() - start < std::chrono::seconds(20);
+       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+    p = process_of(gpu.top_json(), job.pid());
+    if (!p.is_null() && p["persistent_bytes"] >= p["context_bytes"].get<uint64_t>() + 256 * kMiB) break;
+  }
+  REQUIRE_FALSE(p.is_null());
+  const uint64_t context = p["context_bytes"];
+  REQUIRE(p["persistent_bytes"] == context + 256 * kMiB);
+  // Sites say "persistent" only once the process has freed something (a
+  // caching framework frees nothing at first); a buffer too small to take a
+  // site teaches none.
+  REQUIRE(job.send("alloc 1M small") == "alloc ok small");
+  REQUIRE(job.send("free small") == "free ok");
+  // No boundary from here on: only a site can make memory persistent. Three
+  // from each site, so that the later ones take their site from the cached
+  // walk.
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(words(job.send("managed 256M")).at(1) == "ok");
+    REQUIRE(words(job.send("alloc 256M")).at(1) == "ok");
+  }
+  p = process_of(gpu.top_json(), job.pid());
+  REQUIRE_FALSE(p.is_null());
+  CHECK(p["reserved_bytes"] == context + 7 * 256 * kMiB);
+  CHECK(p["persistent_bytes"] == context + 4 * 256 * kMiB);
+}
