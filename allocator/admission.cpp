@@ -9,6 +9,7 @@
 #include "allocator/pools.h"
 #include "intercept/driver_api.h"
 #include "intercept/log.h"
+#include "scheduler/launch_gate.h"
 #include "scheduler/policy.h"
 #include "scheduler/token.h"
 #include "shm/futex.h"
@@ -36,22 +37,16 @@ constexpr double MiB = 1024.0 * 1024.0;
 
 uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-// Whether another job competes for this job's token: its lane's under
-// pack, anyone's otherwise.
-bool token_is_shared(const Arbiter& arbiter) {
-  const shm::RegionHeader& h = arbiter.region()->header;
-  if (h.live_slots <= 1) return false;
-  bool per_lane = scheduler::policy_is_known(h.policy) &&
-                  scheduler::tokens_per_lane(scheduler::Policy(h.policy));
-  return !per_lane || arbiter.lane_is_shared();
-}
-
 // Ephemeral memory belongs to the running job: one that does not hold its
-// token takes its turn first. Two jobs that take turns then never each
-// hold part of the same ephemeral space while waiting for the rest.
+// token takes its turn first, even alone on the GPU (a job that comes
+// later then finds the one mid-iteration holding the token). Two jobs that
+// take turns then never each hold part of the same ephemeral space while
+// waiting for the rest.
 void take_turn(Arbiter& arbiter, MemoryClass kind) {
   if (kind != MemoryClass::kEphemeral) return;
-  if (!token_is_shared(arbiter)) return;
+  // Its iteration's first ephemeral allocation is where a holder asked to
+  // yield may hand over: its last iteration's memory is free.
+  if (scheduler::holds_token(arbiter)) scheduler::end_slice_between_iterations(arbiter);
   if (scheduler::holds_token(arbiter)) return;
   scheduler::wait_for_token(arbiter, answer_release_requests);
 }
@@ -195,7 +190,16 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
     answer_release_requests();
     if (result.status == ReserveStatus::kInadmissible) {
-      if (!aside) scheduler::step_aside(arbiter);
+      // Not mid-iteration (shm::Arbiter::holds_unsettled_memory): the
+      // others may run, and shrink or end, meanwhile.
+      if (!aside && !arbiter.holds_unsettled_memory(arbiter.own_slot())) {
+        scheduler::step_aside(arbiter);
+        aside = true;
+      }
+    } else if (!aside && (arbiter.lane_mate_goes_first() || arbiter.lane_mate_waits_mid_iteration())) {
+      // A lane-mate is mid-iteration: it needs the token to finish and
+      // free the lane's space, whatever this job holds meanwhile.
+      scheduler::step_aside(arbiter);
       aside = true;
     } else if (!requests.any || now - requests.at_ns >= kAskAgainNs) {
       arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
@@ -263,7 +267,7 @@ void answer(bool from_hook) {
   bool framework = from_hook && can_empty_framework_caches();
   // A framework cache only a hook thread can empty: leave the answer to it.
   if (!framework && has_framework_cache()) return;
-  uint64_t emptied = framework ? empty_framework_caches_and_measure() : 0;
+  uint64_t emptied = framework ? give_back_framework_caches() : 0;
   for_each_attached_device([&](Device& device) {
     Slot* slot = device.account.slot();
     if (!slot) return;
@@ -288,6 +292,24 @@ void answer_release_requests() { answer(false); }
 
 void answer_release_requests_from_hook() { answer(true); }
 
+namespace {
+// Empties the framework caches and counts what they gave back (once, on
+// the first device).
+void give_back_and_count() {
+  uint64_t freed = give_back_framework_caches();
+  if (freed == 0) return;
+  for_each_attached_device([&](Device& device) {
+    Slot* slot = device.account.slot();
+    if (!slot) return;
+    device.account.arbiter().update([&] {
+      slot->released_bytes += freed;
+      device.account.arbiter().wake_memory_waiters_locked();
+    });
+    freed = 0;
+  });
+}
+}  // namespace
+
 void give_back_cache_when_switched_out() {
   if (!has_framework_cache() || !can_empty_framework_caches()) return;
   bool switched_out = false;
@@ -296,16 +318,11 @@ void give_back_cache_when_switched_out() {
     const Arbiter& arbiter = device.account.arbiter();
     if (!scheduler::holds_token(arbiter) && arbiter.lane_is_shared()) switched_out = true;
   });
-  if (!switched_out) return;
-  uint64_t freed = empty_framework_caches_and_measure();
-  if (freed > 0) {
-    for_each_attached_device([&](Device& device) {
-      Slot* slot = device.account.slot();
-      if (!slot) return;
-      device.account.arbiter().update([&] { slot->released_bytes += freed; });
-      freed = 0;
-    });
-  }
+  if (switched_out) give_back_and_count();
+}
+
+void give_back_cache_before_switch() {
+  if (can_empty_framework_caches()) give_back_and_count();
 }
 
 }  // namespace gshare::allocator

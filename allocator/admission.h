@@ -82,4 +82,10 @@ void answer_release_requests_from_hook();
 // emptied.)
 void give_back_cache_when_switched_out();
 
+// The holder, asked to yield at an iteration boundary, holds memory the
+// next job may need (shm::Arbiter::holds_unsettled_memory): it gives its
+// framework cache back first, from this hook thread. Whatever stays is in
+// real use, and the job keeps its turn until it is not.
+void give_back_cache_before_switch();
+
 }  // namespace gshare::allocator

@@ -75,8 +75,13 @@ void count_site(uint32_t site, bool persistent) {
   pthread_mutex_unlock(&g_sites_mutex);
 }
 
+// Whether the process has freed device memory at all. Until it has, every
+// site looks persistent: a caching framework (PyTorch) allocates from one
+// site and frees nothing before its cache is first emptied.
+std::atomic<bool> g_process_frees{false};
+
 bool site_is_persistent(uint32_t site) {
-  if (site == 0) return false;
+  if (site == 0 || !g_process_frees.load(std::memory_order_relaxed)) return false;
   pthread_mutex_lock(&g_sites_mutex);
   SiteRecord* r = site_record_locked(site);
   bool persistent = r && r->persistent > 0 && r->ephemeral == 0;
@@ -92,6 +97,15 @@ bool site_is_persistent(uint32_t site) {
 std::atomic<uint64_t> g_iterations{0};
 pthread_mutex_t g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;
 std::atomic<uint64_t> g_raw_seen{0};    // the scheduler's count last seen
+
+// Release points so far (classifier.h): births are stamped with it, and
+// promotion counts them.
+std::atomic<uint64_t> g_release_points{0};
+std::atomic<bool> g_freed_since_boundary{false};
+uint64_t g_boundaries_without_free = 0;  // under g_boundary_mutex
+// A process that frees nothing for this many boundaries keeps what it has:
+// each boundary is then a release point.
+constexpr uint64_t kQuietBoundaries = 4;
 
 // Births at or after this iteration are never promoted by age: the process
 // has a framework cache, emptied then (UINT64_MAX: never emptied).
@@ -170,14 +184,18 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
 Birth classify_birth(uint64_t bytes) {
   Birth b;
   b.site = bytes >= kSiteMinBytes ? stack_site() : 0;
-  uint64_t n = g_iterations.load(std::memory_order_relaxed);
+  uint64_t n = g_release_points.load(std::memory_order_relaxed);
   b.iteration = uint32_t(n > UINT32_MAX ? UINT32_MAX : n);
   if (site_is_persistent(b.site)) b.kind = shm::MemoryClass::kPersistent;
   return b;
 }
 
 void note_death(const Allocation& entry) {
-  if (!classifiable(entry) || entry.site == 0) return;
+  if (!classifiable(entry)) return;
+  if (!g_process_frees.load(std::memory_order_relaxed)) g_process_frees.store(true, std::memory_order_relaxed);
+  if (!g_freed_since_boundary.load(std::memory_order_relaxed))
+    g_freed_since_boundary.store(true, std::memory_order_relaxed);
+  if (entry.site == 0) return;
   if (t_emptying_cache) {
     count_site(entry.site, false);
     return;
@@ -200,12 +218,28 @@ void note_iterations(uint64_t raw) {
   uint64_t boundaries = raw - seen;
   uint64_t iterations = g_iterations.load(std::memory_order_relaxed) + boundaries;
   g_iterations.store(iterations, std::memory_order_relaxed);
+  const uint64_t before = g_release_points.load(std::memory_order_relaxed);
+  uint64_t releases = before;
+  if (g_freed_since_boundary.exchange(false, std::memory_order_relaxed)) {
+    releases++;
+    g_boundaries_without_free = 0;
+  } else if ((g_boundaries_without_free += boundaries) >= kQuietBoundaries) {
+    releases += boundaries;
+  }
+  g_release_points.store(releases, std::memory_order_relaxed);
+  // A boundary that is no release point may fall mid-iteration: it neither
+  // promotes nor ends an iteration's peak (E is a whole iteration's).
+  const uint64_t released = releases - before;
+  if (released == 0) {
+    pthread_mutex_unlock(&g_boundary_mutex);
+    return;
+  }
   uint64_t promoted[kMaxDevices] = {};
   uint32_t promoted_sites[64];
   int site_count = 0;
   const uint64_t emptied_at = g_cache_emptied_at.load(std::memory_order_relaxed);
   ledger().for_each([&](Allocation& a) {
-    if (a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > iterations) return;
+    if (a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > releases) return;
     if (uint64_t(a.birth_iteration) >= emptied_at) return;  // a framework's cache
     a.persistent = 1;
     if (a.device >= 0 && a.device < kMaxDevices) promoted[a.device] += a.bytes;
@@ -216,7 +250,7 @@ void note_iterations(uint64_t raw) {
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
     device.account.arbiter().update([&] {
-      publish_locked(device, promoted[device.ordinal], boundaries);
+      publish_locked(device, promoted[device.ordinal], released);
       classified = classified || device.account.slot()->class_iterations >= 2;
     });
   });
@@ -231,7 +265,7 @@ EmptyingCache::~EmptyingCache() { --t_emptying_cache; }
 
 void note_cache_emptied() {
   pthread_mutex_lock(&g_boundary_mutex);
-  g_cache_emptied_at.store(g_iterations.load());
+  g_cache_emptied_at.store(g_release_points.load());
   uint64_t promoted[kMaxDevices] = {};
   ledger().for_each([&](Allocation& a) {
     if (a.persistent || !classifiable(a)) return;
@@ -253,7 +287,10 @@ void measure_framework_cache_if_due() {
   if (can_empty_framework_caches()) empty_framework_caches_and_measure();
 }
 
-uint64_t empty_framework_caches_and_measure() {
+namespace {
+// The bytes an emptying of the framework caches freed; `emptied` tells
+// whether a framework emptied its cache at all.
+uint64_t empty_and_count(bool* emptied) {
   auto held = [] {
     uint64_t total = 0;
     for_each_attached_device([&](Device& d) { total += d.account.reserved_bytes(); });
@@ -262,13 +299,51 @@ uint64_t empty_framework_caches_and_measure() {
   uint64_t before = held();
   {
     EmptyingCache emptying;
-    if (!empty_framework_caches()) return 0;
+    *emptied = empty_framework_caches();
+    if (!*emptied) return 0;
   }
   uint64_t after = held();
+  return before > after ? before - after : 0;
+}
+
+// After an emptying that gave memory back: what survived it is in use, not
+// cache, and what has also lived two release points is persistent, even if
+// born after the measuring emptying (a model built, or state created,
+// after it). Without this such memory would count as ephemeral for good.
+void promote_survivors_of_emptying() {
+  pthread_mutex_lock(&g_boundary_mutex);
+  const uint64_t releases = g_release_points.load(std::memory_order_relaxed);
+  uint64_t promoted[kMaxDevices] = {};
+  bool any = false;
+  ledger().for_each([&](Allocation& a) {
+    if (a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > releases) return;
+    a.persistent = 1;
+    if (a.device >= 0 && a.device < kMaxDevices) promoted[a.device] += a.bytes;
+    any = true;
+  });
+  if (any) {
+    for_each_attached_device([&](Device& device) {
+      if (!device.account.slot() || promoted[device.ordinal] == 0) return;
+      device.account.arbiter().update([&] { publish_locked(device, promoted[device.ordinal], 0); });
+    });
+  }
+  pthread_mutex_unlock(&g_boundary_mutex);
+}
+}  // namespace
+
+uint64_t empty_framework_caches_and_measure() {
+  bool emptied = false;
+  uint64_t freed = empty_and_count(&emptied);
   // Nothing freed: no framework cache here, and age still classifies.
-  if (after >= before) return 0;
-  note_cache_emptied();
-  return before - after;
+  if (freed > 0) note_cache_emptied();
+  return freed;
+}
+
+uint64_t give_back_framework_caches() {
+  bool emptied = false;
+  uint64_t freed = empty_and_count(&emptied);
+  if (emptied && has_framework_cache()) promote_survivors_of_emptying();
+  return freed;
 }
 
 bool has_framework_cache() { return g_cache_emptied_at.load(std::memory_order_relaxed) != UINT64_MAX; }
@@ -279,6 +354,10 @@ void forget_classes_after_fork() {
   g_measure_due.store(false);
   g_measure_tries.store(0);
   g_raw_seen.store(0);
+  g_process_frees.store(false);
+  g_release_points.store(0);
+  g_freed_since_boundary.store(false);
+  g_boundaries_without_free = 0;
   g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;
   g_sites_mutex = PTHREAD_MUTEX_INITIALIZER;
   for (Peaks& p : g_peaks) p = Peaks{};

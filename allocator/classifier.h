@@ -7,19 +7,25 @@
 //   ephemeral   born and dead within an iteration: activations,
 //               workspaces. The job's E is the peak of these per iteration.
 //
-// The rule. An allocation still alive at the second boundary after its
-// birth is persistent (one boundary may fall between an ephemeral buffer's
-// birth and its free: a loop frees its activations after the sync that
-// ends the iteration). Everything else a job reserves (not yet classified,
-// ephemeral, a pool's or a caching allocator's free memory) counts as
-// ephemeral: reserved = P + ephemeral, always.
+// The rule. An allocation still alive at the second release point after
+// its birth is persistent (one may fall between an ephemeral buffer's birth
+// and its free: a loop frees its activations after the sync that ends the
+// iteration). A release point is a boundary by which the process has freed
+// memory since the boundary before, or any boundary of a process that
+// frees nothing for kQuietBoundaries boundaries running. Boundaries found
+// from syncs may fall mid-iteration (a forward pass that reads a value
+// back); memory held across such a boundary is not persistent for that,
+// and the frees at an iteration's end tell the real boundaries apart.
+// Everything else a job reserves (not yet classified, ephemeral, a pool's
+// or a caching allocator's free memory) counts as ephemeral: reserved = P +
+// ephemeral, always.
 //
 // Sites. What is learned is kept by allocation site, a hash of a few return
-// addresses of the allocating call (libunwind, only on allocation calls):
-// an allocation from a site whose allocations have all turned out
-// persistent is persistent at birth, so it never inflates E.
+// addresses of the allocating call (allocator/call_site.h, only on
+// allocation calls): an allocation from a site whose allocations have all
+// turned out persistent is persistent at birth, so it never inflates E.
 //
-// Provisional. Until two boundaries have been classified the figures are
+// Provisional. Until two release points have been classified the figures are
 // provisional (gshare-top marks them): P lacks what has not yet lived two
 // iterations, and E is the running peak of everything else.
 //
@@ -30,9 +36,10 @@
 // has the framework empty its cache (allocator/framework_caches.h). What
 // survives is in use across the boundary: P. The cache regrows during the
 // next iteration: E. From then on memory born after the last emptying is
-// not promoted by age (a cache is long-lived by design); every later
-// emptying (another job in the lane needs the memory, allocator/
-// admission.h) measures P again.
+// not promoted by age (a cache is long-lived by design). Later emptyings
+// (another job in the lane needs the memory, allocator/admission.h) give
+// memory back without measuring: they may come mid-iteration, where what
+// survives is in use only until the iteration ends.
 #pragma once
 
 #include <cstdint>
@@ -89,8 +96,16 @@ struct EmptyingCache {
 void measure_framework_cache_if_due();
 
 // Has the frameworks empty their caches (if this thread can) and, if that
-// freed anything, notes it as above. Returns the bytes freed.
+// freed anything, notes it as above. Returns the bytes freed. Only the
+// measuring emptying may promote: anywhere else, what survives may be a
+// live iteration's memory.
 uint64_t empty_framework_caches_and_measure();
+
+// Has the frameworks empty their caches (if this thread can), to give the
+// memory back to other jobs. Once the cache was measured, what survives
+// and has lived two release points becomes persistent. Returns the bytes
+// freed.
+uint64_t give_back_framework_caches();
 
 // Whether this process has a framework cache (one was emptied).
 bool has_framework_cache();

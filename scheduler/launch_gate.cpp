@@ -90,7 +90,7 @@ void note_in_flight(CUstream stream) {
 // boundary or a slice past its limit may fall mid-iteration, and two jobs
 // each holding part of one lane's space would wait for each other).
 bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* function) {
-  if (arbiter.lane_is_shared()) return false;
+  if (arbiter.lane_is_shared() || arbiter.holds_unsettled_memory(arbiter.own_slot())) return false;
   if (iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed)))
     return true;
   uint64_t end = own_token(arbiter).slice_end_mono_ns;
@@ -177,9 +177,10 @@ bool before_host_sync() {
     slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
     if (boundary) slot->boundary_waits.fetch_add(1, std::memory_order_relaxed);
     uint32_t gate = slot->gate.load(std::memory_order_acquire);
+    shm::Arbiter& arbiter = device.account.arbiter();
     if (boundary && (gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
-        slot->handover_mode == shm::kHandoverOverlap)
-      end_slice(device.account.arbiter(), drain_current_context);
+        slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot()))
+      end_slice(arbiter, drain_current_context);
   });
   return boundary;
 }
@@ -203,8 +204,18 @@ void after_host_sync(bool ends_iteration) {
       if (ends_iteration) slot->boundary_waits.fetch_sub(1, std::memory_order_relaxed);
       slot->syncs.fetch_add(1, std::memory_order_relaxed);
       uint32_t gate = slot->gate.load(std::memory_order_acquire);
-      if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary)
-        end_slice(device.account.arbiter(), drain_current_context);
+      shm::Arbiter& arbiter = device.account.arbiter();
+      if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary) {
+        // Memory the next job needs goes back before the handover: the
+        // framework's cache; what stays is live, and the job keeps its turn.
+        bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot());
+        if (giving_back) {
+          arbiter.update([&] { slot->handover_began_mono_ns = shm::mono_now_ns(); });
+          allocator::give_back_cache_before_switch();
+        }
+        end_slice(arbiter, drain_current_context);
+        if (giving_back) arbiter.update([&] { slot->handover_began_mono_ns = 0; });
+      }
       else if (gate & shm::kGateOpen)
         lend_while_idle(device.account.arbiter());
     }
@@ -213,6 +224,14 @@ void after_host_sync(bool ends_iteration) {
   // Switched out at this boundary (now or as the sync began): the lane's
   // next job needs the ephemeral space.
   if (boundary) allocator::give_back_cache_when_switched_out();
+}
+
+void end_slice_between_iterations(shm::Arbiter& arbiter) {
+  shm::Slot* slot = arbiter.slot();
+  uint32_t gate = slot->gate.load(std::memory_order_acquire);
+  if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
+      !arbiter.holds_unsettled_memory(arbiter.own_slot()))
+    end_slice(arbiter, drain_current_context);
 }
 
 uint64_t process_launches() {

@@ -57,6 +57,11 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 bool before_host_sync();
 void after_host_sync(bool ends_iteration);
 
+// The holder is about to allocate ephemeral memory while it holds none (it
+// is between iterations): if asked to yield, it hands over here, before
+// the allocation, as it would at an iteration boundary.
+void end_slice_between_iterations(shm::Arbiter& arbiter);
+
 // The process's launches on every GPU it uses.
 uint64_t process_launches();
 

@@ -17,6 +17,7 @@ using shm::Slot;
 namespace {
 
 constexpr uint64_t kMaxSleepNs = 250'000'000;  // a waiter re-checks at least this often
+constexpr uint64_t kMidIterationIdleNs = 2'000'000'000;  // see HolderWatch::idle
 constexpr uint64_t kMinSleepNs = 200'000;
 
 uint64_t ms_to_ns(double ms) { return uint64_t(ms * 1e6); }
@@ -79,6 +80,29 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     j.remaining_ns = remaining_ns(s);
     t.index_of_slot[i] = t.count++;
   }
+}
+
+// The policy's pick among the active jobs of `t`, except that while a job
+// other than the holder (`current`) is mid-iteration holding memory its
+// lane needs (Arbiter::holds_unsettled_memory), only such jobs are picked:
+// the others could not finish an iteration beside it. (A holder mid-
+// iteration keeps the token anyway, and hands over once it is not.)
+int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current) {
+  bool unsettled[kMaxSlots] = {};
+  bool any = false;
+  for (int i = 0; i < t.count; ++i) {
+    unsettled[i] = i != current && t.jobs[i].active && arbiter.holds_unsettled_memory(t.jobs[i].id);
+    any = any || unsettled[i];
+  }
+  if (!any) return pick_next(policy, t.jobs, t.count, current);
+  bool was_active[kMaxSlots];
+  for (int i = 0; i < t.count; ++i) {
+    was_active[i] = t.jobs[i].active;
+    t.jobs[i].active = unsettled[i];
+  }
+  int next = pick_next(policy, t.jobs, t.count, current);
+  for (int i = 0; i < t.count; ++i) t.jobs[i].active = was_active[i];
+  return next;
 }
 
 // The slot holding token `k`, or -1. A holder whose slot was freed or
@@ -179,10 +203,13 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   uint64_t length = slice_length(policy, job, s.quantum_ns);
   token.slice_end_mono_ns = length == kForever ? kForever : now + length;
   if (old != job.id) {
-    // A switch (token.h): its cost runs from now to the new holder's first
-    // launch, which the gate's kGateFirstLaunch sends to note_first_launch.
+    // A switch (token.h): its cost runs from now, or from when the last
+    // holder began to hand over (giving its cache back first), to the new
+    // holder's first launch, which the gate's kGateFirstLaunch sends to
+    // note_first_launch.
     h.handovers++;
-    s.switched_in_mono_ns = now;
+    uint64_t began = old >= 0 ? r.slots[old].handover_began_mono_ns : 0;
+    s.switched_in_mono_ns = began != 0 && began <= now ? began : now;
   }
   s.gate.store(open_gate_for(policy, t, job, s), std::memory_order_release);
   wake_waiters(h);
@@ -218,12 +245,12 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
     wake_waiters(h);
   }
   if (holder < 0) {
-    int next = pick_next(policy, t.jobs, t.count, -1);
+    int next = pick_locked(arbiter, policy, t, -1);
     if (next >= 0) grant_locked(arbiter, k, t, next, shm::kJobIdle, now);
     return;
   }
   int current = t.index(holder);
-  int best = pick_next(policy, t.jobs, t.count, current);
+  int best = pick_locked(arbiter, policy, t, current);
   if (best != current && preempts_now(policy, t.jobs[current], t.jobs[best])) {
     grant_locked(arbiter, k, t, best, shm::kJobWaiting, now);
     return;
@@ -235,7 +262,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
     // queued: under overlap the next job starts now, beside its tail.
     bool at_boundary = s.boundary_waits.load(std::memory_order_relaxed) != 0 &&
                        s.handover_mode == shm::kHandoverOverlap;
-    if (best != current && at_boundary) {
+    if (best != current && at_boundary && !arbiter.holds_unsettled_memory(holder)) {
       grant_locked(arbiter, k, t, best, shm::kJobWaiting, now);
       return;
     }
@@ -267,8 +294,11 @@ struct HolderWatch {
   uint64_t still_since = 0;
 
   // Whether the holder has been idle for its idle time; `left` gets how long
-  // until it would be.
-  bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left) {
+  // until it would be. A holder in the middle of an iteration (`mid`:
+  // Arbiter::holds_unsettled_memory) gets kMidIterationIdleNs at least: a
+  // first iteration's host gaps (lazy module loading, library set-up) are
+  // long, and the next job could not finish beside its memory.
+  bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left, bool mid) {
     uint64_t launched = s.launches.load(std::memory_order_relaxed);
     bool busy = s.gpu_waits.load(std::memory_order_relaxed) != 0;
     if (holder != slot || s.generation != generation || s.granted != granted ||
@@ -280,6 +310,7 @@ struct HolderWatch {
       still_since = now;
     }
     uint64_t idle_ns = s.idle_ns ? s.idle_ns : 100'000'000;
+    if (mid) idle_ns = std::max(idle_ns, kMidIterationIdleNs);
     uint64_t still = now - still_since;
     *left = still >= idle_ns ? 0 : idle_ns - still;
     return !busy && still >= idle_ns;
@@ -386,7 +417,11 @@ void wait_for_token(Arbiter& arbiter, void (*while_waiting)()) {
     if (holder < 0 || !arbiter.slot_is_live(holder)) {
       decide = true;
     } else if (holder != own) {
-      idle = watch.idle(holder, r.slots[holder], now, &idle_left);
+      // Mid-iteration only once it has iterated: a program that allocates
+      // and then idles, without an iteration's end, holds what it holds.
+      const Slot& h_slot = r.slots[holder];
+      bool mid = h_slot.class_iterations > 0 && arbiter.holds_unsettled_memory(holder);
+      idle = watch.idle(holder, h_slot, now, &idle_left, mid);
       decide = decide || idle || slice_end_unasked(token, r.slots[holder], now);
     }
     if (decide) {
@@ -417,11 +452,12 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     uint64_t now = shm::mono_now_ns();
     int k = token_index(r, own);
     if (holder_slot_locked(arbiter, k) != own) return;
+    if (!drained && arbiter.holds_unsettled_memory(own)) return;  // yields at a later boundary
     Policy policy = region_policy(r.header);
     gather_locked(arbiter, k, t);
     account_locked(arbiter, k, &t, now);
     int current = t.index(own);
-    int next = pick_next(policy, t.jobs, t.count, current);
+    int next = pick_locked(arbiter, policy, t, current);
     if (next < 0 || next == current) {
       // Nobody else should run: a new slice, no handover (a switch to this
       // job that has not reached its first launch stays to be measured).
@@ -450,7 +486,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
 // nobody. Under the lock.
 static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current, uint64_t now) {
   t.jobs[current].active = false;
-  int next = pick_next(region_policy(arbiter.region()->header), t.jobs, t.count, -1);
+  int next = pick_locked(arbiter, region_policy(arbiter.region()->header), t, -1);
   if (next >= 0) {
     grant_locked(arbiter, k, t, next, shm::kJobIdle, now);
     return;
@@ -470,7 +506,7 @@ void lend_while_idle(Arbiter& arbiter) {
   int own = arbiter.own_slot();
   if (region_policy(r.header) != Policy::kPriority) return;
   arbiter.update([&] {
-    if (holder_slot_locked(arbiter, 0) != own) return;
+    if (holder_slot_locked(arbiter, 0) != own || arbiter.holds_unsettled_memory(own)) return;
     uint64_t now = shm::mono_now_ns();
     gather_locked(arbiter, 0, t);
     int current = t.index(own);
@@ -481,7 +517,7 @@ void lend_while_idle(Arbiter& arbiter) {
       if (t.jobs[i].priority >= t.jobs[current].priority) return;
     }
     t.jobs[current].active = false;
-    int next = pick_next(Policy::kPriority, t.jobs, t.count, -1);
+    int next = pick_locked(arbiter, Policy::kPriority, t, -1);
     if (next < 0) return;  // nobody waits: keep it
     grant_locked(arbiter, 0, t, next, shm::kJobIdle, now);
   });

@@ -67,7 +67,11 @@ void wait_for_token(shm::Arbiter& arbiter, void (*while_waiting)() = nullptr);
 // The holder is at a point where it may hand over (its slice is over, and it
 // is at an iteration boundary or past the slice's limit). Gives the token to
 // the job the policy picks, which may be this one again. Under strict
-// handover, `drain` runs first, with the gate closed.
+// handover, `drain` runs first, with the gate closed. A holder with
+// unsettled memory (Arbiter::holds_unsettled_memory) keeps the token and
+// yields at a later boundary. (Idle, it loses the token like any job: it
+// may never come back. If it does, it is served first, and a job that
+// waits for the memory it holds steps aside for it.)
 void end_slice(shm::Arbiter& arbiter, void (*drain)());
 
 // The holder's work is drained (a host sync returned). Under priority it

@@ -1,5 +1,6 @@
 #include "shm/arbiter.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -58,6 +59,36 @@ bool admission_deadlocked_locked(const Region& r, int own) {
       return false;
   }
   return true;
+}
+
+// What a job may hold in ephemeral memory and still count as settled.
+uint64_t unsettled_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 20, h.capacity_bytes / 64); }
+
+bool holds_a_token_locked(const Region& r, int own) {
+  for (uint32_t k = 0; k < kMaxLanes; ++k)
+    if (r.header.tokens[k].holder == uint32_t(own) + 1 &&
+        r.header.tokens[k].holder_generation == r.slots[own].generation)
+      return true;
+  return false;
+}
+
+// Whether a job in `lane` other than `own` is in the middle of an
+// iteration (it iterates: a boundary has been seen; and it holds unsettled
+// memory, Arbiter::holds_unsettled_memory) and goes first: `own` is not,
+// or holds less (ties: the lower slot). Of two such jobs one finishes
+// first instead of both waiting for each other. A job that never reached
+// a boundary holds what it holds for good: nobody waits for it.
+bool lane_mate_goes_first_locked(const Region& r, int own, int lane) {
+  if (lane < 0 || lane >= int(kMaxLanes)) return false;
+  const uint64_t slack = unsettled_slack(r.header);
+  const uint64_t mine = ephemeral_now(r.slots[own]);
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) == own || s.state != kSlotLive || int(s.lane) != lane || s.class_iterations == 0) continue;
+    uint64_t theirs = ephemeral_now(s);
+    if (theirs > slack && (mine <= slack || theirs > mine || (theirs == mine && int(i) < own))) return true;
+  }
+  return false;
 }
 
 bool tokens_follow_lanes(const RegionHeader& h) {
@@ -137,6 +168,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.iteration_source.store(kIterationsUnknown, std::memory_order_relaxed);
     s.switched_in_mono_ns = 0;
     s.switches = s.switch_ns = s.last_switch_ns = 0;
+    s.handover_began_mono_ns = 0;
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);
@@ -229,13 +261,42 @@ bool Arbiter::place_lanes_locked(bool widen, uint64_t* short_bytes) {
   return plan.fits;
 }
 
-bool Arbiter::lane_is_shared() const {
+bool Arbiter::lane_is_shared(int slot) const {
   const Region& r = *file_.region;
-  uint32_t lane = r.slots[own_slot_].lane;
+  uint32_t lane = r.slots[slot].lane;
   if (lane >= kMaxLanes) return false;
   for (uint32_t i = 0; i < kMaxSlots; ++i)
-    if (int(i) != own_slot_ && r.slots[i].state == kSlotLive && r.slots[i].lane == lane) return true;
+    if (int(i) != slot && r.slots[i].state == kSlotLive && r.slots[i].lane == lane) return true;
   return false;
+}
+
+bool Arbiter::lane_mate_waits_mid_iteration() const {
+  const Region& r = *file_.region;
+  const uint32_t lane = r.slots[own_slot_].lane;
+  const uint64_t slack = unsettled_slack(r.header);
+  const uint64_t mine = ephemeral_now(r.slots[own_slot_]);
+  if (lane >= kMaxLanes) return false;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) == own_slot_ || s.state != kSlotLive || s.lane != lane || s.job_state != kJobWaiting) continue;
+    uint64_t theirs = ephemeral_now(s);
+    if (theirs > slack && (mine <= slack || theirs > mine || (theirs == mine && int(i) < own_slot_)))
+      return true;
+  }
+  return false;
+}
+
+bool Arbiter::lane_mate_goes_first() const {
+  return lane_mate_goes_first_locked(*file_.region, own_slot_, int(file_.region->slots[own_slot_].lane));
+}
+
+bool Arbiter::holds_unsettled_memory(int slot) const {
+  const Region& r = *file_.region;
+  const Slot& s = r.slots[slot];
+  const uint64_t slack = unsettled_slack(r.header);
+  uint64_t held = ephemeral_now(s);
+  if (s.class_iterations >= 2 && held <= s.ephemeral_bytes + slack && !lane_is_shared(slot)) return false;
+  return held > slack;
 }
 
 void Arbiter::wake_memory_waiters_locked() {
@@ -271,7 +332,11 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
         n = gather_lane_jobs(r, own_slot_, p, e, jobs);
         plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
       }
-      if (!plan.fits && !admission_deadlocked_locked(r, own_slot_))
+      // A holder mid-iteration (holding unsettled memory) finishes its
+      // iteration on the bytes really free: it keeps its token until then,
+      // so no other job would shrink while it waited.
+      bool mid_iteration = holds_a_token_locked(r, own_slot_) && holds_unsettled_memory(own_slot_);
+      if (!plan.fits && !mid_iteration && !admission_deadlocked_locked(r, own_slot_))
         result = {ReserveStatus::kInadmissible, h.capacity_bytes, h.capacity_bytes + plan.short_bytes};
     }
     if (result.status == ReserveStatus::kGranted) {
@@ -279,6 +344,15 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
       if (!fits && reclaim_dead_slots_locked() > 0)
         fits = h.reserved_bytes <= h.capacity_bytes - bytes;
       if (!fits) result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
+    }
+    // One job at a time uses a lane's ephemeral space: while a lane-mate is
+    // mid-iteration, the others wait for their turn (allocator/admission.h).
+    if (result.status == ReserveStatus::kGranted && !persistent) {
+      int lane = int(s.lane);
+      for (int i = 0; grows && plan.fits && i < n; ++i)
+        if (jobs[i].id == own_slot_) lane = jobs[i].lane;
+      if (lane_mate_goes_first_locked(r, own_slot_, lane))
+        result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
     }
   }
   WriteSection write(h);

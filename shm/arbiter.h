@@ -120,7 +120,28 @@ class Arbiter {
   // Whether another live job shares this job's lane: they take turns with
   // one ephemeral space. A racy read: lanes change under the lock, and a
   // stale answer costs one turn at most.
-  bool lane_is_shared() const;
+  bool lane_is_shared() const { return lane_is_shared(own_slot_); }
+  bool lane_is_shared(int slot) const;
+
+  // Whether the job in `slot` holds ephemeral memory (beyond a slack of
+  // C/64) that another job may need if it lost its token now. A job alone
+  // in its lane within its learned E is settled whatever it holds: the lane
+  // keeps that space for it. Switching an unsettled job out mid-iteration
+  // would leave two jobs each holding part of the space both need
+  // (scheduler/token.h). A racy read as a hint; decisions read it again
+  // under the lock.
+  bool holds_unsettled_memory(int slot) const;
+
+  // Whether a lane-mate is in the middle of an iteration and goes first
+  // (this job is not, or holds less): this job's ephemeral allocations
+  // then wait for their turn. A racy read as a hint.
+  bool lane_mate_goes_first() const;
+
+  // Whether a lane-mate in the middle of an iteration waits for the token
+  // and goes first (this job is not mid-iteration, or holds less; ties:
+  // the lower slot): a job short of memory steps aside for it, since it
+  // holds what is short and must run to free it. A racy read as a hint.
+  bool lane_mate_waits_mid_iteration() const;
 
   // Wakes the jobs blocked in an allocation, if any: memory was given back.
   void wake_memory_waiters_locked();

@@ -188,7 +188,10 @@ struct alignas(64) Slot {
   uint64_t switches;         // switches to this job that reached their first launch
   uint64_t switch_ns;        // their cost in all: grant to first launch
   uint64_t last_switch_ns;   // the latest one's cost
-  uint64_t padding3[4];
+  // While this job, asked to yield, gives its cache back before handing
+  // over: when that began (a switch's cost includes it); 0 otherwise.
+  uint64_t handover_began_mono_ns;
+  uint64_t padding3[3];
 };
 static_assert(sizeof(Slot) == 576, "Slot layout changed: bump kLayoutVersion");
 

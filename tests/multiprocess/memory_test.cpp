@@ -226,45 +226,50 @@ TEST_CASE("a framework's cache is measured and given back at switches, so two ca
   }
 }
 
-TEST_CASE("a switch's measured cost includes the new holder's wait for memory another job holds") {
-  // C holds 5 GiB of the 8 GiB GPU. B's first allocation is ephemeral, so
-  // it takes B's turn first: the token is granted to B there (a switch).
-  // B's next allocation does not fit beside C's, so B waits for memory,
-  // holding the token (it holds ephemeral memory of its own, so stepping
-  // aside would not help), until C frees its 5 GiB, which the test has it
-  // do 300 ms later; then B launches. The switch to B lasts from the grant
-  // to that launch, the wait included.
+TEST_CASE("every switch is measured, and the GPU's figures are its jobs'") {
+  // Two jobs of P 1 GiB and E 3 GiB can only take turns in one lane of
+  // 8 GiB. Each hands over where its last iteration's memory is free.
   TestGpu gpu(8 * kGiB);
   const Env env{{"GSHARE_POLICY", "fair"}};
-  const uint64_t held_ns = 300 * kMs;
-  Client c(gpu, env);
-  REQUIRE(c.send("init") == "init ok");
-  REQUIRE(c.send("alloc 5G x") == "alloc ok x");  // alone: no turn to take
-  Client b(gpu, env);
-  REQUIRE(b.send("init") == "init ok");
-  REQUIRE(b.send("alloc 64M y") == "alloc ok y");
-  b.post("alloc 3G z");
-  REQUIRE_FALSE(wait_for(gpu, b.pid(), [](const json& p) {
-                  return p["admission"] == "waiting for memory" && p["holds_token"] == true;
-                }).is_null());
-  std::this_thread::sleep_for(std::chrono::nanoseconds(held_ns));
-  REQUIRE(c.send("free x") == "free ok");
-  REQUIRE(b.reply(10) == "alloc ok z");
-  REQUIRE(b.send("launch 1 100") == "launch ok 1");
+  Client a(gpu, env), b(gpu, env);
+  for (Client* c : {&a, &b}) REQUIRE(c->send("init") == "init ok");
+  for (Client* c : {&a, &b}) c->post("memtrain 40 1G 3G 3 2 10000");
+  for (Client* c : {&a, &b}) CHECK(words(c->reply(120)).at(1) == "ok");
 
+  json seen = gpu.top_json()["gpus"][0];  // both still alive
+  INFO(seen.dump());
+  uint64_t switches = seen["switches"], total_ns = seen["switch_ns_total"];
+  REQUIRE(switches >= 10);
+  CHECK(switches <= seen["handovers"].get<uint64_t>());
+  CHECK(seen["switch_ns_max"].get<uint64_t>() < 5000 * kMs);
+  uint64_t process_switches = 0, process_ns = 0;
+  for (const json& p : seen["processes"]) {
+    CHECK(p["switches"].get<uint64_t>() > 0);
+    CHECK(p["last_switch_ns"].get<uint64_t>() > 0);
+    process_switches += p["switches"].get<uint64_t>();
+    process_ns += p["switch_ns"].get<uint64_t>();
+  }
+  CHECK(process_switches == switches);
+  CHECK(process_ns == total_ns);
+}
+
+TEST_CASE("a switch's measured cost includes the last job giving its framework cache back") {
+  // Two caching jobs in one lane: each, asked to yield at its boundary,
+  // empties its cache (here 50 ms slower, as PyTorch's frees sync) before
+  // handing over; the switch is measured from there.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_ADMIT_TIMEOUT_S", "15"}, {"EMPTY_CACHE_MS", "50"}};
+  std::vector<Finished> done = run_two_caching_jobs(gpu, env);
+  for (const Finished& f : done) {
+    INFO(f.err);
+    CHECK(f.out == "done 200\n");
+  }
   json seen = gpu.top_json()["gpus"][0];
   INFO(seen.dump());
-  json pb = process_of(gpu.top_json(), b.pid()), pc = process_of(gpu.top_json(), c.pid());
-  REQUIRE_FALSE((pb.is_null() || pc.is_null()));
-  CHECK(pb["switches"] == 1);
-  CHECK(pb["last_switch_ns"].get<uint64_t>() >= held_ns);
-  CHECK(pb["last_switch_ns"].get<uint64_t>() < 10000 * kMs);
-  CHECK(pb["switch_ns"] == pb["last_switch_ns"]);
-  CHECK(pc["switches"] == 0);  // C never held the token
-  CHECK(pc["last_switch_ns"].is_null());
-  CHECK(seen["switches"] == 1);
-  CHECK(seen["switch_ns_total"] == pb["switch_ns"]);
-  CHECK(seen["switch_ns_max"] == pb["switch_ns"]);
+  uint64_t switches = seen["switches"];
+  REQUIRE(switches >= 5);
+  CHECK(seen["switch_ns_max"].get<uint64_t>() >= 45 * kMs);
+  CHECK(seen["switch_ns_max"].get<uint64_t>() < 5000 * kMs);
 }
 
 TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at once") {
@@ -298,4 +303,27 @@ TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at
   REQUIRE(ks.size() > 20);
   CHECK(overlap_between(k1, k2) == 0);
   CHECK(overlap_between(k1, ks) + overlap_between(k2, ks) > 20 * kMs);
+}
+
+TEST_CASE("jobs that sync mid-iteration, started together, take turns with the lane's space and all finish") {
+  // Each job syncs after every piece of its ephemeral memory, as a forward
+  // pass that reads values back does, and syncs 9 times while setting up:
+  // boundaries found from syncs then fall mid-iteration. A job switched out
+  // there would keep its live pieces while the next job's need the same
+  // space. Peaks: 3 x 5.5 GiB on 8 GiB; one lane: 3 x 1 + 4.5 fits.
+  TestGpu gpu(8 * kGiB);
+  const std::string trace = gpu.dir() + "/memory.trace";
+  const Env env{{"FAKE_CUDA_MEM_TRACE", trace}, {"GSHARE_ADMIT_TIMEOUT_S", "60"}};
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+  for (auto& j : jobs) REQUIRE(j->send("init") == "init ok");
+  for (auto& j : jobs) j->post("memtrain 10 1G 4608M 3 2 2000 9 chunksync");
+  for (auto& j : jobs) {
+    std::string reply = j->reply(90);
+    INFO(j->stderr_text());
+    CHECK(reply.rfind("memtrain ok 10", 0) == 0);
+  }
+  std::vector<uint64_t> used = read_memory_trace(trace);
+  REQUIRE_FALSE(used.empty());
+  CHECK(*std::max_element(used.begin(), used.end()) <= 8 * kGiB);
 }

@@ -8,11 +8,15 @@ PyTorch's allocator, the loop keeps freed "activation" segments in a cache
 and reuses them; only empty_cache() gives them back to the driver.
 
 usage: caching_framework_job.py ITERATIONS P_MIB E_MIB CHUNKS KERNEL_US
-Prints "done ITERATIONS" or "error CODE at I", and exits 0 or 1.
+Prints "done ITERATIONS" or "error CODE at I", and exits 0 or 1. With
+EMPTY_CACHE_MS set, empty_cache() takes that much longer, as PyTorch's does
+with the syncs of its frees.
 """
 
 import ctypes
+import os
 import sys
+import time
 import types
 
 cuda = ctypes.CDLL("libcuda.so.1")
@@ -59,6 +63,8 @@ class Cache:
         self.free.append((pointer, size))
 
     def empty(self):
+        if self.free and os.environ.get("EMPTY_CACHE_MS"):
+            time.sleep(float(os.environ["EMPTY_CACHE_MS"]) / 1000)
         for pointer, _ in self.free:
             cuda.cuMemFree_v2(ctypes.c_uint64(pointer))
         self.free = []

@@ -21,10 +21,14 @@
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count.
-//   memtrain ITERS P E CHUNKS KERNELS MICROS   a training loop with memory:
-//       allocates P once (persistent), then each iteration allocates E in
-//       CHUNKS equal pieces (ephemeral), launches KERNELS spin kernels of
-//       MICROS, syncs the context and frees the pieces. Replies
+//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync]]
+//       a training loop with memory: allocates P once (persistent) and
+//       syncs SETUP_SYNCS times with nothing launched (a model's set-up
+//       copies), then each iteration allocates E in CHUNKS equal pieces
+//       (ephemeral), launches KERNELS spin kernels of MICROS, syncs the
+//       context and frees the pieces. With chunksync, each piece has its
+//       own kernels and sync, as a forward pass that reads a value back
+//       holds its activations across syncs. Replies
 //       "memtrain ok ITERATIONS ELAPSED_MS", or "memtrain err CODE at I".
 //   probe COUNT MICROS PERIOD_MS   a latency-critical loop: COUNT times, one
 //       kernel of MICROS and a sync, PERIOD_MS apart. Replies
@@ -354,15 +358,26 @@ std::string run(const std::vector<std::string>& a) {
     int kernels = std::stoi(a.at(5));
     unsigned long long ns = std::stoull(a.at(6)) * 1000ull;
     void* params[] = {&ns};
+    int setup_syncs = a.size() > 7 ? std::stoi(a.at(7)) : 0;
+    bool chunk_sync = a.size() > 8 && a.at(8) == "chunksync";
     CUdeviceptr weights = 0;
     if (!result(g_api.mem_alloc(&weights, persistent))) return out.str();
+    for (int i = 0; i < setup_syncs; ++i)
+      if (!result(g_api.ctx_synchronize())) return out.str();
     std::vector<CUdeviceptr> pieces(size_t(chunks), 0);
-    for (long i = 0; i < iterations; ++i) {
+    auto run_kernels = [&] {
       CUresult r = CUDA_SUCCESS;
-      for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) r = g_api.mem_alloc(&pieces[c], ephemeral / chunks);
       for (int k = 0; k < kernels && r == CUDA_SUCCESS; ++k)
         r = g_api.launch_kernel(spin_function(k), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
-      if (r == CUDA_SUCCESS) r = g_api.ctx_synchronize();
+      return r == CUDA_SUCCESS ? g_api.ctx_synchronize() : r;
+    };
+    for (long i = 0; i < iterations; ++i) {
+      CUresult r = CUDA_SUCCESS;
+      for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) {
+        r = g_api.mem_alloc(&pieces[c], ephemeral / chunks);
+        if (r == CUDA_SUCCESS && chunk_sync) r = run_kernels();
+      }
+      if (r == CUDA_SUCCESS && !chunk_sync) r = run_kernels();
       for (CUdeviceptr& p : pieces) {
         if (p) g_api.mem_free(p);
         p = 0;
