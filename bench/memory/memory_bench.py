@@ -11,6 +11,12 @@ usage: python3 bench/memory/memory_bench.py --build BUILD --out OUT PART...
         twenty      twenty small training jobs at once under gshare: all
                     progress, and gshare-top's per-process memory against
                     NVML's
+        allocators  for each allocator (alloc_probe.py: PyTorch's default,
+                    expandable_segments, cudaMallocAsync, no caching (plain
+                    cudaMalloc), CuPy, JAX's BFC, JAX's platform allocator):
+                    one job alone under gshare (P and E as gshare-top
+                    learns them, against the job's own), two jobs whose
+                    peaks exceed the GPU natively and under gshare
 Writes OUT/memory-PART.json (and OUT/raw/ with every job's output).
 """
 
@@ -23,6 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "train_job.py")
+PROBE = os.path.join(HERE, "alloc_probe.py")
 GiB = 2**30
 
 
@@ -47,7 +54,7 @@ def nvml_per_process():
     return used
 
 
-def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400):
+def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400, script=JOB):
     """Starts every job of `specs` (lists of train_job arguments) at once
     (after all built their models), waits for all. Returns per job:
     returncode, losses, seconds from the common start, peaks; and the
@@ -66,8 +73,9 @@ def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400
     procs = []
     for i, spec in enumerate(specs):
         ready = os.path.join(raw, f"ready{i}")
-        cmd = [sys.executable, JOB, *spec, "--ready", ready, "--start", start_file,
-               "--log", os.path.join(raw, f"job{i}.log")]
+        cmd = [sys.executable, script, *spec, "--ready", ready, "--start", start_file]
+        if script == JOB:
+            cmd += ["--log", os.path.join(raw, f"job{i}.log")]
         out = open(os.path.join(raw, f"job{i}.out"), "w")
         err = open(os.path.join(raw, f"job{i}.err"), "w")
         procs.append((subprocess.Popen(cmd, env=env, stdout=out, stderr=err), ready, out, err))
@@ -100,7 +108,7 @@ def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400
             ends[i] = time.monotonic() - t0
         text = open(os.path.join(raw, f"job{i}.out")).read()
         losses = [line.split()[3] for line in text.splitlines() if line.startswith("step ")]
-        peak = [line.split() for line in text.splitlines() if line.startswith("done ")]
+        peak = [line.split() for line in text.splitlines() if line.startswith("done peak_reserved ")]
         results.append({
             "returncode": p.returncode,
             "oom": "OOM" in text or "out of memory" in open(os.path.join(raw, f"job{i}.err")).read().lower(),
@@ -134,6 +142,8 @@ def top_sample(build):
         gpu = top["gpus"][0]
         return {"t": round(t, 3), "safety_bytes": gpu.get("safety_bytes"),
                 "reserved_bytes": gpu.get("reserved_bytes"), "handovers": gpu.get("handovers"),
+                "switches": gpu.get("switches"), "switch_ns_total": gpu.get("switch_ns_total"),
+                "switch_ns_max": gpu.get("switch_ns_max"),
                 "lanes": gpu.get("lanes"),
                 "processes": [{k: p.get(k) for k in ("pid", "command", "used_bytes", "reserved_bytes",
                                                      "persistent_bytes", "ephemeral_bytes",
@@ -162,6 +172,8 @@ def oversized(args):
     shared, samples, _ = run_jobs("oversized-gshare", specs, args, gshare=True,
                                   sample=top_sample(args.build), timeout=150)
     handovers = max((s["handovers"] or 0) for s in samples) if samples else None
+    last = samples[-1] if samples else {}
+    switches = last.get("switches") or 0
     sequential = sum(r["seconds"] for r in alone)
     mix = max(r["seconds"] for r in shared)
     record = {
@@ -175,6 +187,11 @@ def oversized(args):
         "mix_throughput_vs_sequential": round(sequential / mix, 4) if mix else None,
         "handovers": handovers,
         "seconds_per_handover_overhead": round((mix - sequential) / handovers, 4) if handovers else None,
+        # gshare's own measure: grant to the new holder's first launch,
+        # the cache given back by the job before included.
+        "switches": switches,
+        "switch_ms_mean": round(last["switch_ns_total"] / switches / 1e6, 3) if switches else None,
+        "switch_ms_max": round(last["switch_ns_max"] / 1e6, 3) if switches else None,
         "samples": samples,
     }
     return record
@@ -216,21 +233,91 @@ def twenty(args):
     }
 
 
+FRAMEWORKS = ["torch", "torch-expandable", "torch-async", "torch-nocache", "cupy", "jax", "jax-platform"]
+
+
+def gpu_total_bytes():
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True).stdout
+    return int(out.strip().splitlines()[0]) * 2**20
+
+
+def allocators(args):
+    total = gpu_total_bytes()
+    # Two jobs: P 8% and E 55% of the GPU each. Their peaks make 1.26x the
+    # GPU; sum(P) + max(E) is 0.71x.
+    p_gib, e_gib = round(0.08 * total / GiB, 2), round(0.55 * total / GiB, 2)
+    env = {"GSHARE_ADMIT_TIMEOUT_S": "90"}
+    rows = []
+    for fw in (args.frameworks or FRAMEWORKS):
+        spec = ["--framework", fw, "--persistent-gib", str(p_gib), "--ephemeral-gib", str(e_gib),
+                "--steps", str(args.steps)]
+        seen = {}
+
+        def sample(t, gshare_dir):
+            top = top_json(args.build, gshare_dir)
+            for p in (top or {}).get("gpus", [{}])[0].get("processes", []):
+                seen[p["pid"]] = {k: p.get(k) for k in ("persistent_bytes", "ephemeral_bytes", "context_bytes",
+                                                        "memory_provisional", "classified_iterations",
+                                                        "used_bytes", "reserved_bytes", "lane",
+                                                        "released_bytes")}
+            return None
+
+        [alone], _, _ = run_jobs(f"alloc-{fw}-alone", [spec], args, gshare=True, extra_env=env,
+                                 sample=sample, timeout=120, script=PROBE)
+        learned = list(seen.values())[-1] if seen else {}
+        pair_top = []
+
+        def pair_sample(t, gshare_dir):
+            top = top_json(args.build, gshare_dir)
+            if top and top.get("gpus"):
+                g = top["gpus"][0]
+                pair_top.append({k: g.get(k) for k in ("handovers", "switches", "switch_ns_total",
+                                                       "switch_ns_max", "reserved_bytes", "safety_bytes")})
+            return None
+
+        shared, _, _ = run_jobs(f"alloc-{fw}-gshare", [spec, spec], args, gshare=True, extra_env=env,
+                                sample=pair_sample, timeout=200, script=PROBE)
+        native, _, _ = run_jobs(f"alloc-{fw}-native", [spec, spec], args, gshare=False, timeout=120,
+                                script=PROBE)
+        context = learned.get("context_bytes") or 0
+        p_learned = (learned.get("persistent_bytes") or 0) - context if learned else None
+        last = pair_top[-1] if pair_top else {}
+        rows.append({
+            "framework": fw, "persistent_gib": p_gib, "ephemeral_gib": e_gib,
+            "alone_ok": alone["returncode"] == 0 and len(alone["losses"]) == args.steps,
+            "alone_seconds": alone["seconds"],
+            "learned": learned,
+            "P_learned_gib": round(p_learned / GiB, 3) if p_learned is not None else None,
+            "E_learned_gib": round((learned.get("ephemeral_bytes") or 0) / GiB, 3) if learned else None,
+            "gshare_pair_finished": all(r["returncode"] == 0 and len(r["losses"]) == args.steps for r in shared),
+            "gshare_pair_values_identical": all(r["losses"] == alone["losses"] for r in shared),
+            "gshare_pair_seconds": max(r["seconds"] for r in shared),
+            "gshare_pair_oom": [r["oom"] for r in shared],
+            "gshare_pair_top": last,
+            "native_pair_oom": [r["oom"] for r in native],
+            "native_pair_seconds": max(r["seconds"] for r in native),
+        })
+        print(fw, json.dumps({k: v for k, v in rows[-1].items() if k != "learned"}), flush=True)
+    return {"gpu_total_bytes": total, "steps": args.steps, "rows": rows}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=25)
-    ap.add_argument("parts", nargs="+", choices=["oversized", "twenty"])
+    ap.add_argument("--frameworks", nargs="*", default=None, help="allocators: a subset of " + " ".join(FRAMEWORKS))
+    ap.add_argument("parts", nargs="+", choices=["oversized", "twenty", "allocators"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for part in args.parts:
-        record = {"oversized": oversized, "twenty": twenty}[part](args)
+        record = {"oversized": oversized, "twenty": twenty, "allocators": allocators}[part](args)
         with open(os.path.join(args.out, f"memory-{part}.json"), "w") as f:
             json.dump(record, f, indent=1)
         summary = {k: v for k, v in record.items() if k not in ("samples", "comparisons", "alone",
-                                                               "native_together", "gshare_together")}
+                                                               "native_together", "gshare_together", "rows")}
         print(part, json.dumps(summary), flush=True)
 
 

@@ -1,0 +1,110 @@
+"""One job with known memory classes, for each allocator gshare supports.
+
+usage: python3 alloc_probe.py --framework F --persistent-gib P --ephemeral-gib E
+                              [--steps N] [--pieces K] [--ready FILE] [--start FILE]
+
+It keeps P GiB alive for its whole run (persistent) and, every step,
+allocates E GiB in K pieces, writes and reduces them, reads the result back
+(a host sync: the step's boundary) and frees them (ephemeral). Each step
+prints "step N value X": X depends only on N, so a run alone and a run
+beside other jobs print the same values.
+
+Frameworks (F):
+  torch             PyTorch's caching allocator (the default)
+  torch-expandable  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+                    (cuMemCreate/cuMemMap)
+  torch-async       PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (a
+                    stream-ordered pool)
+  torch-nocache     PYTORCH_NO_CUDA_MEMORY_CACHING=1: cudaMalloc and
+                    cudaFree for every tensor (plain cudaMalloc)
+  cupy              CuPy's default memory pool
+  jax               JAX/XLA's BFC allocator, grown on demand
+                    (XLA_PYTHON_CLIENT_PREALLOCATE=false)
+  jax-platform      XLA_PYTHON_CLIENT_ALLOCATOR=platform: allocates and
+                    frees on demand
+The environment variables are set here, before the framework loads.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+GiB = 2**30
+ENV = {
+    "torch-expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "torch-async": {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
+    "torch-nocache": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+    "jax": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    "jax-platform": {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"},
+}
+
+
+def torch_job(args, persistent_elems, piece_elems):
+    import torch
+    keep = torch.full((persistent_elems,), 1.0, device="cuda")
+    yield
+    for step in range(args.steps):
+        pieces = [torch.full((piece_elems,), float(step + k), device="cuda") for k in range(args.pieces)]
+        value = sum(float(p[:1024].sum().item()) for p in pieces) + float(keep[:1024].sum().item())
+        del pieces
+        yield value
+
+
+def cupy_job(args, persistent_elems, piece_elems):
+    import cupy
+    keep = cupy.full((persistent_elems,), 1.0, dtype=cupy.float32)
+    yield
+    for step in range(args.steps):
+        pieces = [cupy.full((piece_elems,), float(step + k), dtype=cupy.float32) for k in range(args.pieces)]
+        value = sum(float(p[:1024].sum()) for p in pieces) + float(keep[:1024].sum())
+        del pieces
+        yield value
+
+
+def jax_job(args, persistent_elems, piece_elems):
+    import jax.numpy as jnp
+    keep = jnp.full((persistent_elems,), 1.0, dtype=jnp.float32).block_until_ready()
+    yield
+    for step in range(args.steps):
+        pieces = [jnp.full((piece_elems,), float(step + k), dtype=jnp.float32) for k in range(args.pieces)]
+        value = sum(float(p[:1024].sum()) for p in pieces) + float(keep[:1024].sum())
+        del pieces
+        yield value
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--framework", required=True,
+                   choices=["torch", "torch-expandable", "torch-async", "torch-nocache", "cupy", "jax",
+                            "jax-platform"])
+    p.add_argument("--persistent-gib", type=float, required=True)
+    p.add_argument("--ephemeral-gib", type=float, required=True)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--pieces", type=int, default=4)
+    p.add_argument("--ready", default="")
+    p.add_argument("--start", default="")
+    args = p.parse_args()
+    os.environ.update(ENV.get(args.framework, {}))
+    persistent_elems = max(1024, int(args.persistent_gib * GiB / 4))
+    piece_elems = max(1024, int(args.ephemeral_gib * GiB / 4 / args.pieces))
+    job = {"cupy": cupy_job, "jax": jax_job, "jax-platform": jax_job}.get(args.framework, torch_job)
+    steps = job(args, persistent_elems, piece_elems)
+    next(steps)  # the persistent part is allocated
+    if args.ready:
+        open(args.ready, "w").close()
+    while args.start and not os.path.exists(args.start):
+        time.sleep(0.01)
+    started = time.monotonic()
+    try:
+        for step, value in enumerate(steps):
+            print(f"step {step} value {value:.1f}", flush=True)
+    except Exception as e:  # an out-of-memory error of any framework
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"OOM {type(e).__name__}: {text}", flush=True)
+        sys.exit(3)
+    print(f"done seconds {time.monotonic() - started:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
