@@ -196,7 +196,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
         scheduler::step_aside(arbiter);
         aside = true;
       }
-    } else if (!aside && (arbiter.lane_mate_goes_first() || arbiter.lane_mate_waits_mid_iteration())) {
+    } else if (!aside && arbiter.lane_mate_goes_first()) {
       // A lane-mate is mid-iteration: it needs the token to finish and
       // free the lane's space, whatever this job holds meanwhile.
       scheduler::step_aside(arbiter);

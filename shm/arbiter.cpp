@@ -77,14 +77,16 @@ bool holds_a_token_locked(const Region& r, int own) {
 // memory, Arbiter::holds_unsettled_memory) and goes first: `own` is not,
 // or holds less (ties: the lower slot). Of two such jobs one finishes
 // first instead of both waiting for each other. A job that never reached
-// a boundary holds what it holds for good: nobody waits for it.
-bool lane_mate_goes_first_locked(const Region& r, int own, int lane) {
+// a boundary holds what it holds for good: nobody waits for it, unless
+// (`or_waiting`) it waits for the token, wanting to go on.
+bool lane_mate_goes_first_locked(const Region& r, int own, int lane, bool or_waiting) {
   if (lane < 0 || lane >= int(kMaxLanes)) return false;
   const uint64_t slack = unsettled_slack(r.header);
   const uint64_t mine = ephemeral_now(r.slots[own]);
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
-    if (int(i) == own || s.state != kSlotLive || int(s.lane) != lane || s.class_iterations == 0) continue;
+    if (int(i) == own || s.state != kSlotLive || int(s.lane) != lane) continue;
+    if (s.class_iterations == 0 && !(or_waiting && s.job_state == kJobWaiting)) continue;
     uint64_t theirs = ephemeral_now(s);
     if (theirs > slack && (mine <= slack || theirs > mine || (theirs == mine && int(i) < own))) return true;
   }
@@ -270,24 +272,8 @@ bool Arbiter::lane_is_shared(int slot) const {
   return false;
 }
 
-bool Arbiter::lane_mate_waits_mid_iteration() const {
-  const Region& r = *file_.region;
-  const uint32_t lane = r.slots[own_slot_].lane;
-  const uint64_t slack = unsettled_slack(r.header);
-  const uint64_t mine = ephemeral_now(r.slots[own_slot_]);
-  if (lane >= kMaxLanes) return false;
-  for (uint32_t i = 0; i < kMaxSlots; ++i) {
-    const Slot& s = r.slots[i];
-    if (int(i) == own_slot_ || s.state != kSlotLive || s.lane != lane || s.job_state != kJobWaiting) continue;
-    uint64_t theirs = ephemeral_now(s);
-    if (theirs > slack && (mine <= slack || theirs > mine || (theirs == mine && int(i) < own_slot_)))
-      return true;
-  }
-  return false;
-}
-
 bool Arbiter::lane_mate_goes_first() const {
-  return lane_mate_goes_first_locked(*file_.region, own_slot_, int(file_.region->slots[own_slot_].lane));
+  return lane_mate_goes_first_locked(*file_.region, own_slot_, int(file_.region->slots[own_slot_].lane), true);
 }
 
 bool Arbiter::holds_unsettled_memory(int slot) const {
@@ -351,7 +337,7 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
       int lane = int(s.lane);
       for (int i = 0; grows && plan.fits && i < n; ++i)
         if (jobs[i].id == own_slot_) lane = jobs[i].lane;
-      if (lane_mate_goes_first_locked(r, own_slot_, lane))
+      if (lane_mate_goes_first_locked(r, own_slot_, lane, false))
         result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
     }
   }

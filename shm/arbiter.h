@@ -132,16 +132,12 @@ class Arbiter {
   // under the lock.
   bool holds_unsettled_memory(int slot) const;
 
-  // Whether a lane-mate is in the middle of an iteration and goes first
-  // (this job is not, or holds less): this job's ephemeral allocations
-  // then wait for their turn. A racy read as a hint.
+  // Whether a lane-mate in the middle of an iteration (or one waiting for
+  // the token while holding unsettled memory) goes first: this job is not
+  // mid-iteration, or holds less (ties: the lower slot). A job short of
+  // memory then steps aside for it: it holds what is short and must run
+  // to free it. A racy read as a hint.
   bool lane_mate_goes_first() const;
-
-  // Whether a lane-mate in the middle of an iteration waits for the token
-  // and goes first (this job is not mid-iteration, or holds less; ties:
-  // the lower slot): a job short of memory steps aside for it, since it
-  // holds what is short and must run to free it. A racy read as a hint.
-  bool lane_mate_waits_mid_iteration() const;
 
   // Wakes the jobs blocked in an allocation, if any: memory was given back.
   void wake_memory_waiters_locked();
