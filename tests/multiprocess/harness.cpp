@@ -118,6 +118,14 @@ nlohmann::json TestGpu::top_json() const {
   return nlohmann::json::parse(f.out);
 }
 
+nlohmann::json TestGpu::top_process(pid_t pid) const {
+  nlohmann::json top = top_json();
+  for (const nlohmann::json& gpu : top["gpus"])
+    for (const nlohmann::json& p : gpu["processes"])
+      if (p["pid"] == pid) return p;
+  return nullptr;
+}
+
 Finished run_to_end(const std::vector<std::string>& argv, const Env& env, double timeout_s) {
   int in, out, err;
   Finished f;

@@ -43,6 +43,8 @@ class TestGpu {
   Env environment(const Env& extra = {}, bool preload = true) const;
   // gshare-top --json for this GPU's regions.
   nlohmann::json top_json() const;
+  // The process of `pid` in gshare-top's view now, or null.
+  nlohmann::json top_process(pid_t pid) const;
   // Where the fake driver writes one line per kernel run, for a process
   // given {"FAKE_CUDA_TRACE", gpu.kernel_trace()}.
   std::string kernel_trace() const { return dir_ + "/kernels.trace"; }

@@ -21,21 +21,13 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// The process of `pid` in gshare-top's view, or null.
-json process_of(const json& top, pid_t pid) {
-  for (const json& gpu : top["gpus"])
-    for (const json& p : gpu["processes"])
-      if (p["pid"] == pid) return p;
-  return nullptr;
-}
-
 // Polls gshare-top until `ready(process)` holds for `pid`; the last view of
 // it, or null on timeout.
 template <class Ready>
 json wait_for(const TestGpu& gpu, pid_t pid, Ready&& ready, double timeout_s = 20) {
   auto start = std::chrono::steady_clock::now();
   while (seconds_since(start) < timeout_s) {
-    json p = process_of(gpu.top_json(), pid);
+    json p = gpu.top_process(pid);
     if (!p.is_null() && ready(p)) return p;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -140,7 +132,7 @@ TEST_CASE("a job that cannot be admitted waits, and proceeds once memory frees")
   CHECK(gpu.top_json()["gpus"][0]["memory_waiters"] == 1);
   CHECK(words(large.reply(60)).at(1) == "ok");  // the large job ends its loop, freeing 6 GiB
   CHECK(late.reply(5) == "alloc ok x");
-  json admitted = process_of(gpu.top_json(), late.pid());
+  json admitted = gpu.top_process(late.pid());
   CHECK(admitted["admission"] == "admitted");
   CHECK(admitted["admission_waits"] == 1);
 }
@@ -289,7 +281,7 @@ TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at
   REQUIRE_FALSE((b1.is_null() || b2.is_null() || s.is_null()));
   // Lanes may re-form while figures settle; judge from when they are set.
   json settled = wait_for(gpu, small.pid(), [&](const json& p) {
-    json a = process_of(gpu.top_json(), big1.pid()), b = process_of(gpu.top_json(), big2.pid());
+    json a = gpu.top_process(big1.pid()), b = gpu.top_process(big2.pid());
     return !a.is_null() && !b.is_null() && a["lane"] == b["lane"] && p["lane"] != a["lane"];
   });
   REQUIRE_FALSE(settled.is_null());

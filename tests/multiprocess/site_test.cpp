@@ -11,18 +11,6 @@
 using namespace gshare::test;
 using nlohmann::json;
 
-namespace {
-
-// The process of `pid` in gshare-top's view, or null.
-json process_of(const json& top, pid_t pid) {
-  for (const json& gpu : top["gpus"])
-    for (const json& p : gpu["processes"])
-      if (p["pid"] == pid) return p;
-  return nullptr;
-}
-
-}  // namespace
-
 TEST_CASE("an allocation from a site whose allocations turned out persistent is persistent at birth") {
   // Every "alloc" command of the client allocates from one call site, every
   // "managed" command from another.
@@ -37,7 +25,7 @@ TEST_CASE("an allocation from a site whose allocations turned out persistent is 
   for (auto start = std::chrono::steady_clock::now();
        std::chrono::steady_clock::now() - start < std::chrono::seconds(20);
        std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
-    p = process_of(gpu.top_json(), job.pid());
+    p = gpu.top_process(job.pid());
     if (!p.is_null() && p["persistent_bytes"] >= p["context_bytes"].get<uint64_t>() + 256 * kMiB) break;
   }
   REQUIRE_FALSE(p.is_null());
@@ -55,7 +43,7 @@ TEST_CASE("an allocation from a site whose allocations turned out persistent is 
     REQUIRE(words(job.send("managed 256M")).at(1) == "ok");
     REQUIRE(words(job.send("alloc 256M")).at(1) == "ok");
   }
-  p = process_of(gpu.top_json(), job.pid());
+  p = gpu.top_process(job.pid());
   REQUIRE_FALSE(p.is_null());
   CHECK(p["reserved_bytes"] == context + 7 * 256 * kMiB);
   CHECK(p["persistent_bytes"] == context + 4 * 256 * kMiB);
