@@ -13,10 +13,12 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "shm/arbiter.h"
 #include "shm/layout.h"
 #include "shm/region.h"
+#include "shm/snapshot.h"
 
 namespace gshare::test {
 
@@ -100,6 +102,21 @@ void write_region(Region* region, Fn fn) {
   region->header.seq.fetch_add(1, std::memory_order_acq_rel);
   fn(region->header);
   region->header.seq.fetch_add(1, std::memory_order_release);
+}
+
+// What gshare-top reads of the test's regions: the one GPU, and a process
+// of it by slot (null if absent).
+inline shm::GpuSnapshot only_gpu(const std::string& dir) {
+  std::vector<shm::GpuSnapshot> gpus = shm::snapshot_regions(dir);
+  REQUIRE(gpus.size() == 1);
+  REQUIRE(gpus[0].error.empty());
+  return gpus[0];
+}
+
+inline const shm::ProcessSnapshot* find_process(const shm::GpuSnapshot& gpu, uint32_t slot) {
+  for (const shm::ProcessSnapshot& p : gpu.processes)
+    if (p.slot == slot) return &p;
+  return nullptr;
 }
 
 }  // namespace gshare::test

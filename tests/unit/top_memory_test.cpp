@@ -73,19 +73,6 @@ void set_waiting(Slot& s, AdmissionState state, uint64_t since_mono_ns, uint64_t
   s.admission_short_bytes = short_bytes;
 }
 
-const ProcessSnapshot* find_process(const GpuSnapshot& gpu, uint32_t slot) {
-  for (const ProcessSnapshot& p : gpu.processes)
-    if (p.slot == slot) return &p;
-  return nullptr;
-}
-
-GpuSnapshot only_gpu(const std::string& dir) {
-  std::vector<GpuSnapshot> gpus = snapshot_regions(dir);
-  REQUIRE(gpus.size() == 1);
-  REQUIRE(gpus[0].error.empty());
-  return gpus[0];
-}
-
 gshare::top::Frame frame_of(const std::string& dir) {
   gshare::top::Sample before = gshare::top::take_sample(dir);
   return gshare::top::make_frame(dir, before, gshare::top::take_sample(dir));

@@ -51,19 +51,6 @@ void set_share_bucket(Slot& slot, uint64_t second, uint32_t us) {
   slot.share_second[second % kShareSeconds] = uint32_t(second);
 }
 
-const ProcessSnapshot* find_process(const GpuSnapshot& gpu, uint32_t slot) {
-  for (const ProcessSnapshot& p : gpu.processes)
-    if (p.slot == slot) return &p;
-  return nullptr;
-}
-
-GpuSnapshot only_gpu(const std::string& dir) {
-  std::vector<GpuSnapshot> gpus = snapshot_regions(dir);
-  REQUIRE(gpus.size() == 1);
-  REQUIRE(gpus[0].error.empty());
-  return gpus[0];
-}
-
 // Two jobs on one GPU under fair: A holds the token, B waits for it.
 struct TwoJobs {
   TempDir dir;
