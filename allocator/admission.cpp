@@ -10,7 +10,6 @@
 #include "intercept/driver_api.h"
 #include "intercept/log.h"
 #include "scheduler/launch_gate.h"
-#include "scheduler/policy.h"
 #include "scheduler/token.h"
 #include "shm/futex.h"
 #include "shm/region.h"

@@ -215,9 +215,9 @@ void after_host_sync(bool ends_iteration) {
         }
         end_slice(arbiter, drain_current_context);
         if (giving_back) arbiter.update([&] { slot->handover_began_mono_ns = 0; });
+      } else if (gate & shm::kGateOpen) {
+        lend_while_idle(arbiter);
       }
-      else if (gate & shm::kGateOpen)
-        lend_while_idle(device.account.arbiter());
     }
     allocator::refresh_pool_charges_if_freed(device);
   });
