@@ -9,6 +9,8 @@
 #include "allocator/call_site.h"
 #include "allocator/devices.h"
 #include "allocator/framework_caches.h"
+#include "allocator/framework_counts.h"
+#include "allocator/pools.h"
 #include "allocator/tracked_memory.h"
 
 namespace gshare::allocator {
@@ -118,6 +120,20 @@ std::atomic<int> g_measure_tries{0};
 constexpr int kMeasureTries = 20;
 __thread int t_emptying_cache = 0;
 
+// A framework answers with its allocator's figures: P comes from them
+// (classifier.h), not from lifetimes.
+std::atomic<bool> g_counted{false};
+// The last answers' in-use figures per device, under g_boundary_mutex.
+constexpr int kInUseWindow = 64;
+struct InUseWindow {
+  uint64_t values[kInUseWindow];
+  int count;
+  int next;
+};
+InUseWindow g_in_use[kMaxDevices];
+// P moves only by more than this (or 1%): each move may re-form lanes.
+constexpr uint64_t kPersistentStepBytes = 16ull << 20;
+
 // E is the largest corrected peak of the last kPeakHistory iterations.
 constexpr int kPeakHistory = 8;
 struct Peaks {
@@ -183,9 +199,11 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
 
 Birth classify_birth(uint64_t bytes) {
   Birth b;
-  b.site = bytes >= kSiteMinBytes ? stack_site() : 0;
   uint64_t n = g_release_points.load(std::memory_order_relaxed);
   b.iteration = uint32_t(n > UINT32_MAX ? UINT32_MAX : n);
+  // Counted by the framework: no class at birth, so no site to take.
+  if (g_counted.load(std::memory_order_relaxed)) return b;
+  b.site = bytes >= kSiteMinBytes ? stack_site() : 0;
   if (site_is_persistent(b.site)) b.kind = shm::MemoryClass::kPersistent;
   return b;
 }
@@ -238,8 +256,9 @@ void note_iterations(uint64_t raw) {
   uint32_t promoted_sites[64];
   int site_count = 0;
   const uint64_t emptied_at = g_cache_emptied_at.load(std::memory_order_relaxed);
+  const bool by_age = !g_counted.load(std::memory_order_relaxed);
   ledger().for_each([&](Allocation& a) {
-    if (a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > releases) return;
+    if (!by_age || a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > releases) return;
     if (uint64_t(a.birth_iteration) >= emptied_at) return;  // a framework's cache
     a.persistent = 1;
     if (a.device >= 0 && a.device < kMaxDevices) promoted[a.device] += a.bytes;
@@ -266,6 +285,10 @@ EmptyingCache::~EmptyingCache() { --t_emptying_cache; }
 void note_cache_emptied() {
   pthread_mutex_lock(&g_boundary_mutex);
   g_cache_emptied_at.store(g_release_points.load());
+  if (g_counted.load()) {  // P comes from the framework's figures
+    pthread_mutex_unlock(&g_boundary_mutex);
+    return;
+  }
   uint64_t promoted[kMaxDevices] = {};
   ledger().for_each([&](Allocation& a) {
     if (a.persistent || !classifiable(a)) return;
@@ -302,6 +325,9 @@ uint64_t empty_and_count(bool* emptied) {
     *emptied = empty_framework_caches();
     if (!*emptied) return 0;
   }
+  // A framework over a stream-ordered pool (PyTorch's cudaMallocAsync
+  // backend) empties by trimming it: charge the pools as they are now.
+  for_each_attached_device([](Device& d) { refresh_pool_charges(d); });
   uint64_t after = held();
   return before > after ? before - after : 0;
 }
@@ -311,6 +337,7 @@ uint64_t empty_and_count(bool* emptied) {
 // born after the measuring emptying (a model built, or state created,
 // after it). Without this such memory would count as ephemeral for good.
 void promote_survivors_of_emptying() {
+  if (g_counted.load()) return;  // P comes from the framework's figures
   pthread_mutex_lock(&g_boundary_mutex);
   const uint64_t releases = g_release_points.load(std::memory_order_relaxed);
   uint64_t promoted[kMaxDevices] = {};
@@ -346,7 +373,70 @@ uint64_t give_back_framework_caches() {
   return freed;
 }
 
-bool has_framework_cache() { return g_cache_emptied_at.load(std::memory_order_relaxed) != UINT64_MAX; }
+bool has_framework_cache() {
+  return g_counted.load(std::memory_order_relaxed) ||
+         g_cache_emptied_at.load(std::memory_order_relaxed) != UINT64_MAX;
+}
+
+namespace {
+// From now on P comes from the framework's figures: what lifetimes
+// promoted goes back to ephemeral (so its frees leave P alone) and E's
+// history, measured against the old P, starts again.
+void start_counting_locked() {
+  ledger().for_each([&](Allocation& a) { a.persistent = 0; });
+  for (Peaks& p : g_peaks) p = Peaks{};
+  g_counted.store(true);
+}
+
+// Under the region's lock: P becomes `p`, and E's figures, peaks of what
+// the job held beyond P, move the other way.
+void set_persistent_locked(Device& device, uint64_t p) {
+  shm::Slot& s = *device.account.slot();
+  const uint64_t old = s.persistent_bytes, e_before = s.ephemeral_bytes;
+  auto shifted = [&](uint64_t e) { return saturating_sub(e + old, p); };
+  s.persistent_bytes = p;
+  s.iteration_peak_bytes = shifted(s.iteration_peak_bytes);
+  Peaks& h = g_peaks[device.ordinal];
+  uint64_t e = 0;
+  for (int i = 0; i < h.count; ++i) {
+    h.peaks[i] = shifted(h.peaks[i]);
+    e = h.peaks[i] > e ? h.peaks[i] : e;
+  }
+  s.ephemeral_bytes = s.class_iterations >= 2 && h.count > 0 ? e : shifted(s.ephemeral_bytes);
+  device.account.arbiter().place_lanes_locked(p < old || s.ephemeral_bytes < e_before, nullptr);
+}
+}  // namespace
+
+void note_framework_counts(const FrameworkCount* counts, int n) {
+  pthread_mutex_lock(&g_boundary_mutex);
+  for_each_attached_device([&](Device& device) {
+    if (!device.account.slot() || device.ordinal >= kMaxDevices) return;
+    uint64_t allocated = 0, reserved = 0;
+    for (int i = 0; i < n; ++i) {
+      if (counts[i].ordinal != device.ordinal) continue;
+      allocated += counts[i].allocated;
+      reserved += counts[i].reserved;
+    }
+    if (reserved == 0) return;  // no framework memory here
+    if (!g_counted.load()) start_counting_locked();
+    InUseWindow& w = g_in_use[device.ordinal];
+    device.account.arbiter().update([&] {
+      shm::Slot& s = *device.account.slot();
+      uint64_t held = saturating_sub(s.reserved_bytes, s.context_bytes);
+      uint64_t cached = saturating_sub(reserved, allocated);
+      w.values[w.next] = saturating_sub(held, cached);
+      w.next = (w.next + 1) % kInUseWindow;
+      if (w.count < kInUseWindow) w.count++;
+      uint64_t least = UINT64_MAX;
+      for (int i = 0; i < w.count; ++i) least = w.values[i] < least ? w.values[i] : least;
+      uint64_t p = least < held ? least : held;
+      uint64_t step = s.persistent_bytes / 100 > kPersistentStepBytes ? s.persistent_bytes / 100 : kPersistentStepBytes;
+      uint64_t moved = p > s.persistent_bytes ? p - s.persistent_bytes : s.persistent_bytes - p;
+      if (moved > step || (w.count == 1 && moved > 0)) set_persistent_locked(device, p);
+    });
+  });
+  pthread_mutex_unlock(&g_boundary_mutex);
+}
 
 void forget_classes_after_fork() {
   g_iterations.store(0);
@@ -358,6 +448,9 @@ void forget_classes_after_fork() {
   g_release_points.store(0);
   g_freed_since_boundary.store(false);
   g_boundaries_without_free = 0;
+  g_counted.store(false);
+  for (InUseWindow& w : g_in_use) w = InUseWindow{};
+  forget_framework_counts_after_fork();
   g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;
   g_sites_mutex = PTHREAD_MUTEX_INITIALIZER;
   for (Peaks& p : g_peaks) p = Peaks{};

@@ -29,17 +29,32 @@
 // provisional (gshare-top marks them): P lacks what has not yet lived two
 // iterations, and E is the running peak of everything else.
 //
-// Caching allocators (PyTorch's, CuPy's pools) keep freed memory in
-// segments that live forever: by lifetime alone those segments are
-// persistent, P is the whole cache and E is near zero. So once a process
-// has been classified, gshare measures instead: at an iteration boundary it
-// has the framework empty its cache (allocator/framework_caches.h). What
-// survives is in use across the boundary: P. The cache regrows during the
-// next iteration: E. From then on memory born after the last emptying is
-// not promoted by age (a cache is long-lived by design). Later emptyings
-// (another job in the lane needs the memory, allocator/admission.h) give
-// memory back without measuring: they may come mid-iteration, where what
-// survives is in use only until the iteration ends.
+// Caching allocators (PyTorch's, CuPy's pools, XLA's BFC) keep freed
+// memory in segments that live forever: by lifetime alone those segments
+// are persistent, P is the whole cache and E is near zero. Such a
+// framework says what its own allocator holds (allocator/framework_counts.h),
+// and once it does, P comes from that instead of lifetimes:
+//
+//   in use  = what the process holds beyond its context, less what the
+//             framework holds cached (reserved but not allocated);
+//   P       = the least in use over the last kInUseWindow answers, taken
+//             at boundaries.
+//
+// A loop may sync mid-iteration, with its activations alive, but at least
+// one boundary of an iteration (the loss read after the step) has them
+// freed, and the least value is that one. E stays the peak of what the
+// process holds beyond P per iteration: the cache regrows to it. Limit: a
+// loop that never syncs with its activations freed reads them as
+// persistent. At an iteration boundary gshare has the framework empty its
+// cache once (allocator/framework_caches.h) so that a set-up's cache does
+// not count in E, and again whenever another job in the lane needs the
+// memory (allocator/admission.h).
+//
+// A caching framework that does not answer is measured by that first
+// emptying: what survives it is P, and memory born after it is not
+// promoted by age. Later emptyings give memory back without measuring:
+// they may come mid-iteration, where what survives is in use only until the
+// iteration ends.
 #pragma once
 
 #include <cstdint>
@@ -107,8 +122,15 @@ uint64_t empty_framework_caches_and_measure();
 // freed.
 uint64_t give_back_framework_caches();
 
-// Whether this process has a framework cache (one was emptied).
+// Whether this process has a framework cache (one was emptied, or a
+// framework answered with its figures).
 bool has_framework_cache();
+
+// A framework's answer (allocator/framework_counts.h), on Python's main
+// thread: the figures of each framework for each device. From the first
+// answer on, P comes from these (above).
+struct FrameworkCount;
+void note_framework_counts(const FrameworkCount* counts, int n);
 
 void forget_classes_after_fork();
 

@@ -1,64 +1,34 @@
 #include "allocator/framework_caches.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
-
+#include "allocator/python_api.h"
 #include "intercept/hook_ids.h"
-#include "intercept/real_dlsym.h"
 
 namespace gshare::allocator {
 
 namespace {
 
-// The few Python C API functions used, looked up in the process (python's
-// executable exports them; a program without Python has none).
-struct PythonApi {
-  int (*is_initialized)() = nullptr;
-  int (*is_finalizing)() = nullptr;
-  int (*gil_ensure)() = nullptr;  // PyGILState_STATE, an enum
-  void (*gil_release)(int) = nullptr;
-  int (*run_simple_string)(const char*) = nullptr;
-  void (*err_fetch)(void**, void**, void**) = nullptr;
-  void (*err_restore)(void*, void*, void*) = nullptr;
-  bool complete() const {
-    return is_initialized && is_finalizing && gil_ensure && gil_release && run_simple_string &&
-           err_fetch && err_restore;
-  }
-};
-PythonApi g_python;
-pthread_once_t g_python_once = PTHREAD_ONCE_INIT;
+// Defines the module `_gshare_caches`, with empty(): only frameworks
+// already imported, each call guarded, so nothing is imported and no
+// exception escapes to the program.
+constexpr const char* kDefineCaches =
+    "def _gshare_define_caches():\n"
+    "    import sys, types\n"
+    "    def empty():\n"
+    "        t = sys.modules.get('torch')\n"
+    "        try:\n"
+    "            if t is not None and t.cuda.is_initialized(): t.cuda.empty_cache()\n"
+    "        except Exception: pass\n"
+    "        c = sys.modules.get('cupy')\n"
+    "        try:\n"
+    "            if c is not None: c.get_default_memory_pool().free_all_blocks()\n"
+    "        except Exception: pass\n"
+    "    m = types.ModuleType('_gshare_caches')\n"
+    "    m.empty = empty\n"
+    "    sys.modules['_gshare_caches'] = m\n"
+    "_gshare_define_caches()\n"
+    "del _gshare_define_caches\n";
 
-template <class T>
-void find(T* out, const char* name) {
-  *out = reinterpret_cast<T>(intercept::real_dlsym()(RTLD_DEFAULT, name));
-}
-
-void look_up_python() {
-  find(&g_python.is_initialized, "Py_IsInitialized");
-  find(&g_python.is_finalizing, "Py_IsFinalizing");  // 3.13+
-  if (!g_python.is_finalizing) find(&g_python.is_finalizing, "_Py_IsFinalizing");
-  find(&g_python.gil_ensure, "PyGILState_Ensure");
-  find(&g_python.gil_release, "PyGILState_Release");
-  find(&g_python.run_simple_string, "PyRun_SimpleString");
-  find(&g_python.err_fetch, "PyErr_Fetch");
-  find(&g_python.err_restore, "PyErr_Restore");
-}
-
-// Only frameworks already imported, each call guarded: nothing is imported
-// and no exception escapes to the program.
-constexpr const char* kEmptyCaches =
-    "def _gshare_empty_caches():\n"
-    "    import sys\n"
-    "    t = sys.modules.get('torch')\n"
-    "    try:\n"
-    "        if t is not None and t.cuda.is_initialized(): t.cuda.empty_cache()\n"
-    "    except Exception: pass\n"
-    "    c = sys.modules.get('cupy')\n"
-    "    try:\n"
-    "        if c is not None: c.get_default_memory_pool().free_all_blocks()\n"
-    "    except Exception: pass\n"
-    "_gshare_empty_caches()\n"
-    "del _gshare_empty_caches\n";
+void* g_empty_function = nullptr;  // a new reference, kept; under the GIL
 
 // The frameworks' frees must be counted: they run with this thread marked
 // outside gshare, then the mark is restored.
@@ -70,24 +40,26 @@ struct OutsideGshare {
 
 }  // namespace
 
-bool can_empty_framework_caches() {
-  pthread_once(&g_python_once, look_up_python);
-  return g_python.complete() && g_python.is_initialized() && !g_python.is_finalizing();
-}
+bool can_empty_framework_caches() { return python_running(); }
 
 bool empty_framework_caches() {
-  if (!can_empty_framework_caches()) return false;
-  int gil = g_python.gil_ensure();
+  PythonCall call;
+  if (!call.allowed() || !can_empty_framework_caches()) return false;
+  const PythonApi& py = *python_api();
+  int gil = py.gil_ensure();
   void *type = nullptr, *value = nullptr, *traceback = nullptr;
-  g_python.err_fetch(&type, &value, &traceback);  // keep whatever error is pending
-  int failed;
-  {
+  py.err_fetch(&type, &value, &traceback);  // keep whatever error is pending
+  if (!g_empty_function) g_empty_function = python_function(py, kDefineCaches, "_gshare_caches", "empty");
+  void* result = nullptr;
+  if (g_empty_function) {
     OutsideGshare outside;
-    failed = g_python.run_simple_string(kEmptyCaches);
+    result = py.call_function(g_empty_function, nullptr);
   }
-  g_python.err_restore(type, value, traceback);
-  g_python.gil_release(gil);
-  return failed == 0;
+  if (result) py.dec_ref(result);
+  py.err_clear();  // an error of ours stays ours
+  py.err_restore(type, value, traceback);
+  py.gil_release(gil);
+  return result != nullptr;
 }
 
 }  // namespace gshare::allocator

@@ -4,6 +4,7 @@
 
 #include "allocator/admission.h"
 #include "allocator/classifier.h"
+#include "allocator/framework_counts.h"
 #include "allocator/pools.h"
 #include "intercept/driver_api.h"
 #include "scheduler/iterations.h"
@@ -196,6 +197,8 @@ void after_host_sync(bool ends_iteration) {
     if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
     allocator::measure_framework_cache_if_due();
   }
+  // At every sync, not only boundaries: P is the least in use at any.
+  allocator::ask_framework_counts();
   allocator::answer_release_requests_from_hook();
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();

@@ -2,15 +2,19 @@
 API through ctypes: for the multi-process tests of gshare's framework-cache
 handling (allocator/framework_caches.h), where no real PyTorch exists.
 
-A module named `torch` is put in sys.modules with the two calls gshare
-makes: torch.cuda.is_initialized() and torch.cuda.empty_cache(). Like
-PyTorch's allocator, the loop keeps freed "activation" segments in a cache
-and reuses them; only empty_cache() gives them back to the driver.
+A module named `torch` is put in sys.modules with the calls gshare makes:
+torch.cuda.is_initialized(), empty_cache(), memory_allocated() and
+memory_reserved(). Like PyTorch's allocator, the job keeps freed segments
+in a cache and reuses them; only empty_cache() gives them back to the
+driver. Its weights come from the cache too.
 
-usage: caching_framework_job.py ITERATIONS P_MIB E_MIB CHUNKS KERNEL_US
+usage: caching_framework_job.py ITERATIONS P_MIB E_MIB CHUNKS KERNEL_US [chunksync]
 Prints "done ITERATIONS" or "error CODE at I", and exits 0 or 1. With
-EMPTY_CACHE_MS set, empty_cache() takes that much longer, as PyTorch's does
-with the syncs of its frees.
+`chunksync` it also syncs after each activation chunk, with the chunks so
+far alive, as a loop that reads a value back mid-iteration does. With EMPTY_CACHE_MS set, empty_cache()
+takes that much longer, as PyTorch's does with the syncs of its frees. With
+LINGER_S set, it stays that long after "done", busy in Python (as a job
+evaluating on the CPU), its weights and cache kept.
 """
 
 import ctypes
@@ -44,10 +48,13 @@ class Cache:
 
     def __init__(self):
         self.free = []
+        self.allocated = 0  # in live "tensors"
+        self.reserved = 0   # taken from the driver
 
     def take(self, size):
         for i, (pointer, bytes_) in enumerate(self.free):
             if bytes_ == size:
+                self.allocated += size
                 return self.free.pop(i)[0]
         pointer = ctypes.c_uint64()
         result = cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(size))
@@ -57,27 +64,34 @@ class Cache:
             result = cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(size))
             if result != 0:
                 raise MemoryError(result)
+        self.allocated += size
+        self.reserved += size
         return pointer.value
 
     def give(self, pointer, size):
+        self.allocated -= size
         self.free.append((pointer, size))
 
     def empty(self):
         if self.free and os.environ.get("EMPTY_CACHE_MS"):
             time.sleep(float(os.environ["EMPTY_CACHE_MS"]) / 1000)
-        for pointer, _ in self.free:
+        for pointer, size in self.free:
             cuda.cuMemFree_v2(ctypes.c_uint64(pointer))
+            self.reserved -= size
         self.free = []
 
 
 cache = Cache()
 torch = types.ModuleType("torch")
-torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, empty_cache=cache.empty)
+torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, empty_cache=cache.empty,
+                                   memory_allocated=lambda device=None: cache.allocated,
+                                   memory_reserved=lambda device=None: cache.reserved)
 sys.modules["torch"] = torch
 
 
 def main():
     iterations, p_mib, e_mib, chunks, kernel_us = (int(x) for x in sys.argv[1:6])
+    chunk_sync = sys.argv[6:7] == ["chunksync"]
     check(cuda.cuInit(0), "cuInit")
     device = ctypes.c_int()
     check(cuda.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
@@ -90,12 +104,20 @@ def main():
     check(cuda.cuModuleGetFunction(ctypes.byref(function), module, b"gshare_spin_0"), "cuModuleGetFunction")
     ns = ctypes.c_uint64(kernel_us * 1000)
     params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(ns), ctypes.c_void_p))
-    weights = ctypes.c_uint64()
-    check(cuda.cuMemAlloc_v2(ctypes.byref(weights), ctypes.c_size_t(p_mib << 20)), "weights")
+    try:
+        cache.take(p_mib << 20)  # the weights, kept
+    except MemoryError as e:
+        print(f"error {e.args[0]} at weights", flush=True)
+        return 1
     chunk = (e_mib << 20) // chunks
     for i in range(iterations):
+        live = []
         try:
-            live = [cache.take(chunk) for _ in range(chunks)]
+            for _ in range(chunks):
+                live.append(cache.take(chunk))
+                if chunk_sync:  # the forward pass reads a value back
+                    check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
+                    check(cuda.cuCtxSynchronize(), "sync")
         except MemoryError as e:
             print(f"error {e.args[0]} at {i}", flush=True)
             return 1
@@ -105,6 +127,9 @@ def main():
             cache.give(pointer, chunk)
         check(cuda.cuCtxSynchronize(), "sync")  # the loss.item() of the loop
     print(f"done {iterations}", flush=True)
+    linger_until = time.monotonic() + float(os.environ.get("LINGER_S", "0"))
+    while time.monotonic() < linger_until:
+        time.sleep(0.01)
     return 0
 
 

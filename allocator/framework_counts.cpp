@@ -1,0 +1,145 @@
+#include "allocator/framework_counts.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "allocator/classifier.h"
+#include "allocator/devices.h"
+#include "allocator/python_api.h"
+#include "shm/region.h"
+
+namespace gshare::allocator {
+
+namespace {
+
+// Defines the module `_gshare_counts`, with counts(ordinals) -> bytes: one
+// little-endian (int64 ordinal, uint64 allocated, uint64 reserved) per
+// framework and device. Each framework guarded: nothing escapes.
+constexpr const char* kDefineCounts =
+    "def _gshare_define_counts():\n"
+    "    import sys, types, struct\n"
+    "    def counts(listed):\n"
+    "        ordinals = [int(d) for d in listed.split(',')]\n"
+    "        out = []\n"
+    "        t = sys.modules.get('torch')\n"
+    "        try:\n"
+    "            if t is not None and t.cuda.is_initialized():\n"
+    "                stats = getattr(getattr(t, '_C', None), '_cuda_memoryStats', None)\n"
+    "                for d in ordinals:\n"
+    "                    if stats is not None:\n"
+    "                        s = stats(d)\n"
+    "                        out.append((d, s['allocated_bytes']['all']['current'],\n"
+    "                                    s['reserved_bytes']['all']['current']))\n"
+    "                    else:\n"
+    "                        out.append((d, t.cuda.memory_allocated(d), t.cuda.memory_reserved(d)))\n"
+    "        except Exception: pass\n"
+    "        c = sys.modules.get('cupy')\n"
+    "        try:\n"
+    "            if c is not None:\n"
+    "                pool = c.get_default_memory_pool()\n"
+    "                out.append((c.cuda.runtime.getDevice(), pool.used_bytes(), pool.total_bytes()))\n"
+    "        except Exception: pass\n"
+    "        xb = sys.modules.get('jax._src.xla_bridge')\n"
+    "        try:\n"
+    "            if xb is not None and getattr(xb, '_backends', None):\n"
+    "                for dev in sys.modules['jax'].local_devices():\n"
+    "                    s = dev.memory_stats() if dev.platform == 'gpu' else None\n"
+    "                    if s and 'bytes_in_use' in s:\n"
+    "                        out.append((dev.local_hardware_id, s['bytes_in_use'],\n"
+    "                                    s.get('pool_bytes', s['bytes_in_use'])))\n"
+    "        except Exception: pass\n"
+    "        return b''.join(struct.pack('<qQQ', d, a, r) for d, a, r in out)\n"
+    "    m = types.ModuleType('_gshare_counts')\n"
+    "    m.counts = counts\n"
+    "    sys.modules['_gshare_counts'] = m\n"
+    "_gshare_define_counts()\n"
+    "del _gshare_define_counts\n";
+
+// The share of time the questions may take, as 1/kDutyDivisor.
+constexpr uint64_t kDutyDivisor = 100;
+// The longest wait between questions; also while no framework answers.
+constexpr uint64_t kQuietIntervalNs = 100'000'000;
+
+std::atomic<bool> g_outstanding{false};
+std::atomic<uint64_t> g_next_ns{0};
+void* g_counts_function = nullptr;  // a new reference, kept; main thread only
+uint64_t g_answers = 0;              // main thread only
+
+void* counts_function(const PythonApi& py) {
+  if (!g_counts_function) g_counts_function = python_function(py, kDefineCounts, "_gshare_counts", "counts");
+  return g_counts_function;
+}
+
+// Asks and hands the answer on; returns how many figures came back.
+int ask_now(const PythonApi& py) {
+  char ordinals[kMaxDevices * 4] = "";  // "0,1,...": a C string passes any Python's format
+  size_t length = 0;
+  for_each_attached_device([&](Device& d) {
+    if (length + 4 < sizeof ordinals)
+      length += size_t(snprintf(ordinals + length, sizeof ordinals - length, "%s%d", length ? "," : "", d.ordinal));
+  });
+  if (length == 0) return 0;
+  void* function = counts_function(py);
+  if (!function) return 0;
+  void* answer = py.call_function(function, "(s)", ordinals);
+  if (!answer) return 0;
+  char* bytes = nullptr;
+  ssize_t size = 0;
+  int n = 0;
+  FrameworkCount counts[2 * kMaxDevices + 8];
+  if (py.bytes_as_string_and_size(answer, &bytes, &size) == 0) {
+    constexpr ssize_t kRecord = 24;
+    for (ssize_t at = 0; at + kRecord <= size && n < int(sizeof counts / sizeof counts[0]); at += kRecord) {
+      std::memcpy(&counts[n].ordinal, bytes + at, 8);
+      std::memcpy(&counts[n].allocated, bytes + at + 8, 8);
+      std::memcpy(&counts[n].reserved, bytes + at + 16, 8);
+      ++n;
+    }
+  }
+  py.dec_ref(answer);
+  if (n > 0) note_framework_counts(counts, n);
+  return n;
+}
+
+// Runs on Python's main thread, holding the GIL, between two bytecodes.
+int answer_on_main_thread(void*) {
+  const PythonApi* py = python_api();
+  uint64_t start = shm::mono_now_ns();
+  int answered = 0;
+  PythonCall call;
+  if (py && call.allowed() && python_running()) {
+    void *type = nullptr, *value = nullptr, *traceback = nullptr;
+    py->err_fetch(&type, &value, &traceback);
+    answered = ask_now(*py);
+    py->err_clear();  // an error of ours stays ours
+    py->err_restore(type, value, traceback);
+  }
+  uint64_t end = shm::mono_now_ns();
+  // The first answer also defines the module: its cost does not repeat.
+  uint64_t cost = g_answers++ == 0 ? 0 : end - start;
+  uint64_t wait = cost * (kDutyDivisor - 1);
+  if (wait > kQuietIntervalNs || answered == 0) wait = kQuietIntervalNs;
+  g_next_ns.store(end + wait, std::memory_order_relaxed);
+  g_outstanding.store(false, std::memory_order_release);
+  return 0;
+}
+
+}  // namespace
+
+void ask_framework_counts() {
+  if (g_outstanding.load(std::memory_order_relaxed)) return;
+  if (shm::mono_now_ns() < g_next_ns.load(std::memory_order_relaxed)) return;
+  if (!python_running()) return;
+  if (g_outstanding.exchange(true, std::memory_order_acquire)) return;
+  if (!run_on_python_main_thread(answer_on_main_thread)) g_outstanding.store(false, std::memory_order_release);
+}
+
+void forget_framework_counts_after_fork() {
+  // The child's pending calls are its own; an outstanding question was the
+  // parent's and may never run here.
+  g_outstanding.store(false);
+  g_next_ns.store(0);
+}
+
+}  // namespace gshare::allocator
