@@ -124,6 +124,10 @@ void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
 
 void configure_admission(const Options& options) { g_timeout_s = options.admit_timeout_s; }
 
+void take_turn_without_memory(Device& device) {
+  if (device.account.shared()) take_turn(device.account.arbiter(), MemoryClass::kEphemeral);
+}
+
 bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
                                uint64_t* started_ns) {
   DeviceAccount& account = device.account;
@@ -195,13 +199,15 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
         scheduler::step_aside(arbiter);
         aside = true;
       }
+    } else if (!requests.any || now - requests.at_ns >= kAskAgainNs) {
+      // Asked first, even a lane-mate that goes first: what it holds may be
+      // cache (a pool's, a framework's), not an iteration's live memory.
+      arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
     } else if (!aside && arbiter.lane_mate_goes_first()) {
       // A lane-mate is mid-iteration: it needs the token to finish and
       // free the lane's space, whatever this job holds meanwhile.
       scheduler::step_aside(arbiter);
       aside = true;
-    } else if (!requests.any || now - requests.at_ns >= kAskAgainNs) {
-      arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
     } else if (!aside && releases_answered(arbiter, requests) && scheduler::holds_token(arbiter) &&
                stepping_aside_helps(arbiter)) {
       // What is short is in real use by jobs that are not running: let
@@ -292,36 +298,45 @@ void answer_release_requests() { answer(false); }
 void answer_release_requests_from_hook() { answer(true); }
 
 namespace {
-// Empties the framework caches and counts what they gave back (once, on
-// the first device).
-void give_back_and_count() {
-  uint64_t freed = give_back_framework_caches();
-  if (freed == 0) return;
+// Empties the framework caches and the stream-ordered pools' free memory,
+// and counts what they gave back (the frameworks' once, on the first
+// device).
+void give_back_and_count(bool framework) {
+  uint64_t emptied = framework ? give_back_framework_caches() : 0;
   for_each_attached_device([&](Device& device) {
     Slot* slot = device.account.slot();
     if (!slot) return;
+    uint64_t freed = trim_pools(device) + emptied;
+    emptied = 0;
+    if (freed == 0) return;
     device.account.arbiter().update([&] {
       slot->released_bytes += freed;
       device.account.arbiter().wake_memory_waiters_locked();
     });
-    freed = 0;
   });
 }
 }  // namespace
 
 void give_back_cache_when_switched_out() {
-  if (!has_framework_cache() || !can_empty_framework_caches()) return;
   bool switched_out = false;
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
     const Arbiter& arbiter = device.account.arbiter();
     if (!scheduler::holds_token(arbiter) && arbiter.lane_is_shared()) switched_out = true;
   });
-  if (switched_out) give_back_and_count();
+  if (switched_out) give_back_and_count(has_framework_cache() && can_empty_framework_caches());
 }
 
-void give_back_cache_before_switch() {
-  if (can_empty_framework_caches()) give_back_and_count();
+void give_back_cache_before_switch() { give_back_and_count(can_empty_framework_caches()); }
+
+void give_back_cache_to_waiters() {
+  bool others_wait = false;
+  for_each_attached_device([&](Device& device) {
+    const Slot* slot = device.account.slot();
+    if (slot && slot->admission == shm::kAdmitted && device.account.arbiter().region()->header.memory_waiters > 0)
+      others_wait = true;
+  });
+  if (others_wait) give_back_and_count(can_empty_framework_caches());
 }
 
 }  // namespace gshare::allocator

@@ -56,6 +56,11 @@ void configure_admission(const Options& options);
 shm::ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t allocations,
                          shm::MemoryClass kind);
 
+// An ephemeral allocation that needs no new memory (a stream-ordered pool
+// serving it from its own free memory) still takes its turn, as above: two
+// jobs of one lane never each hold part of its space.
+void take_turn_without_memory(Device& device);
+
 // The driver refused an allocation that gshare had admitted: memory gshare
 // does not see is in use (a process that just exited and whose memory the
 // driver has not yet freed, another program, the driver's own). Waits like
@@ -76,7 +81,8 @@ void answer_release_requests();
 void answer_release_requests_from_hook();
 
 // After a host sync that ended an iteration: a job that no longer holds
-// its token and shares its lane gives its framework cache back now, so the
+// its token and shares its lane gives its framework cache and its
+// stream-ordered pools' free memory back now, so the
 // lane's next job finds the ephemeral space free. (Asked later, it could be
 // blocked inside the framework's own allocator, where the cache cannot be
 // emptied.)
@@ -84,8 +90,15 @@ void give_back_cache_when_switched_out();
 
 // The holder, asked to yield at an iteration boundary, holds memory the
 // next job may need (shm::Arbiter::holds_unsettled_memory): it gives its
-// framework cache back first, from this hook thread. Whatever stays is in
+// framework cache and its pools' free memory back first, from this hook
+// thread. Whatever stays is in
 // real use, and the job keeps its turn until it is not.
 void give_back_cache_before_switch();
+
+// At an iteration boundary, while other jobs wait for memory: the caches
+// go back (the framework's and the pools' free memory), even from the
+// running job. Its next iteration grows them again only in its turn;
+// meanwhile a waiter that is mid-iteration can finish its own.
+void give_back_cache_to_waiters();
 
 }  // namespace gshare::allocator

@@ -33,6 +33,15 @@ shm::ReserveResult DeviceAccount::reserve(uint64_t bytes, MemoryClass kind) {
   return reserve_local(bytes, false);
 }
 
+shm::ReserveResult DeviceAccount::reserve_in_turn(uint64_t bytes) {
+  if (shared_) {
+    shm::ReserveResult r = arbiter_.reserve_in_turn(bytes);
+    if (r.status != shm::ReserveStatus::kArbiterBroken) return r;
+    fall_back_to_local();
+  }
+  return reserve_local(bytes, false);
+}
+
 shm::ReserveResult DeviceAccount::reserve_allocation(uint64_t bytes, MemoryClass kind) {
   if (shared_) {
     shm::ReserveResult r = arbiter_.reserve_allocation(bytes, kind);

@@ -25,6 +25,9 @@ class DeviceAccount {
 
   using MemoryClass = shm::MemoryClass;
   shm::ReserveResult reserve(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
+  // Ephemeral bytes the driver took beyond an admitted allocation
+  // (shm::Arbiter::reserve_in_turn).
+  shm::ReserveResult reserve_in_turn(uint64_t bytes);
   // reserve + commit at once; `release` undoes it.
   shm::ReserveResult reserve_allocation(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
   void commit(uint64_t bytes, uint32_t allocations = 1);

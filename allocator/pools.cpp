@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "allocator/admission.h"
 #include "allocator/devices.h"
 #include "allocator/tracked_memory.h"
 #include "intercept/driver_api.h"
@@ -30,7 +31,14 @@ std::atomic<bool> g_freed_since_refresh[kMaxDevices];
 
 struct Locked {
   Locked() { pthread_mutex_lock(&g_pools_mutex); }
-  ~Locked() { pthread_mutex_unlock(&g_pools_mutex); }
+  ~Locked() {
+    if (held) pthread_mutex_unlock(&g_pools_mutex);
+  }
+  void unlock() {
+    pthread_mutex_unlock(&g_pools_mutex);
+    held = false;
+  }
+  bool held = true;
 };
 
 bool pool_attribute(CUmemoryPool pool, CUmemPool_attribute attribute, uint64_t* value) {
@@ -100,10 +108,12 @@ CUresult allocate_from_pool_with(Device& device, CUmemoryPool pool, CUstream str
   if (!pool && (!driver().device_get_mem_pool ||
                 driver().device_get_mem_pool(&pool, CUdevice(device.ordinal)) != CUDA_SUCCESS))
     pool = nullptr;
-  Locked lock;
-  PoolCharge* charge = pool ? find_charge(pool, device.ordinal, false) : nullptr;
-  if (pool && !charge) charge = add_charge(pool, device.ordinal, false);
-  if (!charge) {
+  bool measurable;
+  {
+    Locked lock;
+    measurable = pool && (find_charge(pool, device.ordinal, false) || add_charge(pool, device.ordinal, false));
+  }
+  if (!measurable) {
     // Not measurable (no pool handle, or too many pools): charge the block
     // itself like a plain allocation; the free gives it back.
     static std::atomic<bool> said{false};
@@ -118,52 +128,77 @@ CUresult allocate_from_pool_with(Device& device, CUmemoryPool pool, CUstream str
                               return r;
                             });
   }
-  // Bring the charge up to date first (on first sight of a pool, this
-  // charges what it already holds).
-  uint64_t reserved = charge->charged, used = 0;
-  pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
-  pool_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
-  settle(device, *charge, reserved);
-  uint64_t free_in_pool = reserved > used ? reserved - used : 0;
-  uint64_t need = bytes > free_in_pool ? bytes - free_in_pool : 0;
-  if (need > 0) {
-    shm::ReserveResult granted = device.account.reserve(need);
-    if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
-  }
-  CUdeviceptr pointer = 0;
-  CUresult result = call(state, &pointer);
-  if (result != CUDA_SUCCESS) {
-    device.account.rollback(need);
-    return result;
-  }
-  uint64_t after = charge->charged;
-  pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &after);
-  uint64_t grown = after > charge->charged ? after - charge->charged : 0;
-  uint64_t covered = grown < need ? grown : need;
-  device.account.commit(covered, 1);
-  device.account.rollback(need - covered);
-  charge->charged += covered;
-  if (grown > covered) {
-    shm::ReserveResult extra = device.account.reserve(grown - covered);
-    if (extra.status != shm::ReserveStatus::kGranted) {
-      // The pool grew in a chunk larger than what fits: undo the block, give
-      // the chunk back to the GPU, and refuse like any allocation over limit.
-      device.account.release(0, 1);
-      driver().mem_free_async(pointer, stream);
-      driver().stream_synchronize(stream);
-      uint64_t in_use = 0;
-      pool_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &in_use);
-      driver().mem_pool_trim_to(pool, in_use);
-      uint64_t now = charge->charged;
-      pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now);
-      settle(device, *charge, now);
-      return refuse(device, name, bytes, extra);
+  uint64_t refused_since = 0;
+  for (;;) {
+    // Bring the charge up to date first (on first sight of a pool, this
+    // charges what it already holds), then admit what the pool cannot serve
+    // from its own free memory: a pool's growth is ephemeral (its cache),
+    // and it waits and takes turns like any allocation (allocator/
+    // admission.h). Not under the lock: a wait answers requests to trim.
+    uint64_t need = 0;
+    {
+      Locked lock;
+      PoolCharge* charge = find_charge(pool, device.ordinal, false);
+      if (!charge) charge = add_charge(pool, device.ordinal, false);
+      if (!charge) return CUDA_ERROR_OUT_OF_MEMORY;  // the table filled meanwhile
+      uint64_t reserved = charge->charged, used = 0;
+      pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+      pool_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+      settle(device, *charge, reserved);
+      uint64_t free_in_pool = reserved > used ? reserved - used : 0;
+      need = bytes > free_in_pool ? bytes - free_in_pool : 0;
     }
-    device.account.commit(grown - covered, 0);
-    charge->charged += grown - covered;
+    if (need > 0) {
+      shm::ReserveResult granted = admit(device, name, need, 0, shm::MemoryClass::kEphemeral);
+      if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
+    } else {
+      take_turn_without_memory(device);
+    }
+    Locked lock;
+    PoolCharge* charge = find_charge(pool, device.ordinal, false);
+    if (!charge) charge = add_charge(pool, device.ordinal, false);
+    if (!charge) {
+      device.account.rollback(need);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUdeviceptr pointer = 0;
+    CUresult result = call(state, &pointer);
+    if (result != CUDA_SUCCESS) {
+      device.account.rollback(need);
+      if (result != CUDA_ERROR_OUT_OF_MEMORY) return result;
+      lock.unlock();
+      if (!wait_after_driver_refused(device, name, need > 0 ? need : bytes, &refused_since)) return result;
+      continue;
+    }
+    uint64_t after = charge->charged;
+    pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &after);
+    uint64_t grown = after > charge->charged ? after - charge->charged : 0;
+    uint64_t covered = grown < need ? grown : need;
+    device.account.commit(covered, 1);
+    device.account.rollback(need - covered);
+    charge->charged += covered;
+    if (grown > covered) {
+      shm::ReserveResult extra = device.account.reserve_in_turn(grown - covered);
+      if (extra.status != shm::ReserveStatus::kGranted) {
+        // The pool grew in a chunk larger than what fits: undo the block, give
+        // the chunk back to the GPU, and refuse like any allocation over limit.
+        device.account.release(0, 1);
+        driver().mem_free_async(pointer, stream);
+        driver().stream_synchronize(stream);
+        uint64_t in_use = 0;
+        pool_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &in_use);
+        driver().mem_pool_trim_to(pool, in_use);
+        uint64_t now = charge->charged;
+        pool_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now);
+        settle(device, *charge, now);
+        return refuse(device, name, bytes, extra);
+      }
+      device.account.commit(grown - covered, 0);
+      charge->charged += grown - covered;
+    }
+    record(device, AllocationKind::kPoolBlock, pointer, 0, reinterpret_cast<uint64_t>(pool));
+    return CUDA_SUCCESS;
   }
-  record(device, AllocationKind::kPoolBlock, pointer, 0, reinterpret_cast<uint64_t>(pool));
-  return CUDA_SUCCESS;
 }
 
 void note_pool_block_freed(Device& device) {

@@ -225,8 +225,11 @@ void after_host_sync(bool ends_iteration) {
     allocator::refresh_pool_charges_if_freed(device);
   });
   // Switched out at this boundary (now or as the sync began): the lane's
-  // next job needs the ephemeral space.
-  if (boundary) allocator::give_back_cache_when_switched_out();
+  // next job needs the ephemeral space. So does a job waiting for memory.
+  if (boundary) {
+    allocator::give_back_cache_when_switched_out();
+    allocator::give_back_cache_to_waiters();
+  }
 }
 
 void end_slice_between_iterations(shm::Arbiter& arbiter) {

@@ -244,6 +244,13 @@ ReserveResult Arbiter::reserve(uint64_t bytes, MemoryClass kind) {
   return result;
 }
 
+ReserveResult Arbiter::reserve_in_turn(uint64_t bytes) {
+  if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
+  ReserveResult result = reserve_locked(bytes, 0, MemoryClass::kEphemeral, true);
+  unlock();
+  return result;
+}
+
 ReserveResult Arbiter::reserve_allocation(uint64_t bytes, MemoryClass kind) {
   if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
   ReserveResult result = reserve_locked(bytes, 1, kind);
@@ -293,7 +300,8 @@ void Arbiter::wake_memory_waiters_locked() {
 // The order of the checks is the order of the answers: the quota (the job's
 // own limit, final), the safety condition (wait for others to shrink or
 // leave), then the bytes really free now (wait for a turn).
-ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind) {
+ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind,
+                                      bool in_turn) {
   Region& r = *file_.region;
   RegionHeader& h = r.header;
   Slot& s = r.slots[own_slot_];
@@ -332,12 +340,13 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
       if (!fits) result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
     }
     // One job at a time uses a lane's ephemeral space: while a lane-mate is
-    // mid-iteration, the others wait for their turn (allocator/admission.h).
-    if (result.status == ReserveStatus::kGranted && !persistent) {
+    // mid-iteration, or waits to go on holding part of it, the others wait
+    // for their turn (allocator/admission.h).
+    if (result.status == ReserveStatus::kGranted && !persistent && !in_turn) {
       int lane = int(s.lane);
       for (int i = 0; grows && plan.fits && i < n; ++i)
         if (jobs[i].id == own_slot_) lane = jobs[i].lane;
-      if (lane_mate_goes_first_locked(r, own_slot_, lane, false))
+      if (lane_mate_goes_first_locked(r, own_slot_, lane, true))
         result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
     }
   }

@@ -72,6 +72,11 @@ class Arbiter {
   void forget_slot() { own_slot_ = -1; }
 
   ReserveResult reserve(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
+  // reserve of ephemeral bytes that the driver already took inside an
+  // allocation that had its turn (a pool grown by a larger chunk than was
+  // admitted): the quota, the safety condition and the capacity apply, the
+  // lane's turns not.
+  ReserveResult reserve_in_turn(uint64_t bytes);
   // reserve + commit under one lock, for an allocation whose size is known
   // before the driver call; `release` undoes it if the driver then fails.
   ReserveResult reserve_allocation(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
@@ -161,7 +166,8 @@ class Arbiter {
     ~WriteSection() { header.seq.fetch_add(1, std::memory_order_release); }
     RegionHeader& header;
   };
-  ReserveResult reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind);
+  ReserveResult reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind,
+                               bool in_turn = false);
   bool lock();
   void unlock();
   int reclaim_dead_slots_locked();

@@ -250,6 +250,32 @@ TEST_CASE("a framework's cache is measured and given back at switches, so two ca
   }
 }
 
+TEST_CASE("jobs whose stream-ordered pools keep what they free take turns with one lane's space") {
+  // P 1 GiB and E 3 GiB each, the pieces from the device's pool with a
+  // release threshold of UINT64_MAX (PyTorch's cudaMallocAsync backend):
+  // a pool that grows waits for its turn, and the other's pool is trimmed.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_ADMIT_TIMEOUT_S", "20"}};
+  Client a(gpu, env), b(gpu, env);
+  for (Client* c : {&a, &b}) REQUIRE(c->send("init") == "init ok");
+  for (Client* c : {&a, &b}) c->post("memtrain 30 1G 3G 3 2 5000 0 pool");
+  for (Client* c : {&a, &b}) {
+    std::string reply = c->reply(120);
+    INFO(reply << "\n" << c->stderr_text());
+    CHECK(words(reply).at(1) == "ok");
+  }
+
+  SECTION("natively the second pool cannot grow") {
+    TestGpu native(8 * kGiB);
+    Client x(native, {{"LD_PRELOAD", ""}}), y(native, {{"LD_PRELOAD", ""}});
+    for (Client* c : {&x, &y}) REQUIRE(c->send("init") == "init ok");
+    for (Client* c : {&x, &y}) c->post("memtrain 30 1G 3G 3 2 5000 0 pool");
+    int failed = 0;
+    for (Client* c : {&x, &y}) failed += c->reply(120).find("err 2") != std::string::npos;
+    CHECK(failed >= 1);
+  }
+}
+
 TEST_CASE("every switch is measured, and the GPU's figures are its jobs'") {
   // Two jobs of P 1 GiB and E 3 GiB can only take turns in one lane of
   // 8 GiB. Each hands over where its last iteration's memory is free.

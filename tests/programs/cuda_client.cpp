@@ -21,14 +21,17 @@
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count.
-//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync]]
+//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [pool]]
 //       a training loop with memory: allocates P once (persistent) and
 //       syncs SETUP_SYNCS times with nothing launched (a model's set-up
 //       copies), then each iteration allocates E in CHUNKS equal pieces
 //       (ephemeral), launches KERNELS spin kernels of MICROS, syncs the
 //       context and frees the pieces. With chunksync, each piece has its
 //       own kernels and sync, as a forward pass that reads a value back
-//       holds its activations across syncs. Replies
+//       holds its activations across syncs. With pool, the pieces come
+//       from the device's stream-ordered pool (cuMemAllocAsync and
+//       cuMemFreeAsync), which keeps all it frees (a release threshold of
+//       UINT64_MAX, as PyTorch's cudaMallocAsync backend sets). Replies
 //       "memtrain ok ITERATIONS ELAPSED_MS", or "memtrain err CODE at I".
 //   probe COUNT MICROS PERIOD_MS   a latency-critical loop: COUNT times, one
 //       kernel of MICROS and a sync, PERIOD_MS apart. Replies
@@ -70,6 +73,7 @@ struct Api {
   CUresult (*mem_free_async)(CUdeviceptr, CUstream);
   CUresult (*device_get_mem_pool)(CUmemoryPool*, CUdevice);
   CUresult (*mem_pool_trim_to)(CUmemoryPool, size_t);
+  CUresult (*mem_pool_set_attribute)(CUmemoryPool, CUmemPool_attribute, void*);
   CUresult (*mem_create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
                          unsigned long long);
   CUresult (*mem_release)(CUmemGenericAllocationHandle);
@@ -135,6 +139,7 @@ void from_dlsym(Fn* slot, const char* abi_name) {
   X(mem_free_async, "cuMemFreeAsync", "cuMemFreeAsync")            \
   X(device_get_mem_pool, "cuDeviceGetMemPool", "cuDeviceGetMemPool") \
   X(mem_pool_trim_to, "cuMemPoolTrimTo", "cuMemPoolTrimTo")        \
+  X(mem_pool_set_attribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute") \
   X(mem_create, "cuMemCreate", "cuMemCreate")                      \
   X(mem_release, "cuMemRelease", "cuMemRelease")                   \
   X(mem_address_reserve, "cuMemAddressReserve", "cuMemAddressReserve") \
@@ -160,7 +165,8 @@ void load(const std::string& mode) {
 #ifdef CLIENT_LINKED
     g_api = Api{cuInit, cuDeviceGet, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxReset,
                 cuCtxSetCurrent, cuMemAlloc, cuMemFree, cuMemAllocPitch, cuMemAllocManaged,
-                cuMemAllocAsync, cuMemFreeAsync, cuDeviceGetMemPool, cuMemPoolTrimTo, cuMemCreate,
+                cuMemAllocAsync, cuMemFreeAsync, cuDeviceGetMemPool, cuMemPoolTrimTo, cuMemPoolSetAttribute,
+                cuMemCreate,
                 cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap, cuMemUnmap,
                 cuMemGetInfo, cuDeviceTotalMem, cuModuleLoadData, cuModuleGetFunction,
                 cuLaunchKernel, cuCtxSynchronize, cuMemcpyDtoH};
@@ -359,9 +365,21 @@ std::string run(const std::vector<std::string>& a) {
     unsigned long long ns = std::stoull(a.at(6)) * 1000ull;
     void* params[] = {&ns};
     int setup_syncs = a.size() > 7 ? std::stoi(a.at(7)) : 0;
-    bool chunk_sync = a.size() > 8 && a.at(8) == "chunksync";
+    bool chunk_sync = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "chunksync") != a.end();
+    bool from_pool = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "pool") != a.end();
     CUdeviceptr weights = 0;
     if (!result(g_api.mem_alloc(&weights, persistent))) return out.str();
+    if (from_pool) {
+      CUmemoryPool pool = nullptr;
+      cuuint64_t keep_all = UINT64_MAX;
+      if (!result(g_api.device_get_mem_pool(&pool, g_device)) ||
+          !result(g_api.mem_pool_set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all)))
+        return out.str();
+    }
+    auto allocate_piece = [&](CUdeviceptr* p, size_t bytes) {
+      return from_pool ? g_api.mem_alloc_async(p, bytes, nullptr) : g_api.mem_alloc(p, bytes);
+    };
+    auto free_piece = [&](CUdeviceptr p) { return from_pool ? g_api.mem_free_async(p, nullptr) : g_api.mem_free(p); };
     for (int i = 0; i < setup_syncs; ++i)
       if (!result(g_api.ctx_synchronize())) return out.str();
     std::vector<CUdeviceptr> pieces(size_t(chunks), 0);
@@ -374,12 +392,12 @@ std::string run(const std::vector<std::string>& a) {
     for (long i = 0; i < iterations; ++i) {
       CUresult r = CUDA_SUCCESS;
       for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) {
-        r = g_api.mem_alloc(&pieces[c], ephemeral / chunks);
+        r = allocate_piece(&pieces[c], ephemeral / chunks);
         if (r == CUDA_SUCCESS && chunk_sync) r = run_kernels();
       }
       if (r == CUDA_SUCCESS && !chunk_sync) r = run_kernels();
       for (CUdeviceptr& p : pieces) {
-        if (p) g_api.mem_free(p);
+        if (p) free_piece(p);
         p = 0;
       }
       if (r != CUDA_SUCCESS) {
