@@ -7,6 +7,7 @@
 #include "allocator/devices.h"
 #include "allocator/framework_caches.h"
 #include "allocator/pools.h"
+#include "allocator/python_api.h"
 #include "intercept/driver_api.h"
 #include "intercept/log.h"
 #include "scheduler/launch_gate.h"
@@ -267,11 +268,28 @@ bool release_requested() {
   return requested;
 }
 
+void answer(bool from_hook);
+
+// An answer queued for Python's main thread (at most one at a time).
+std::atomic<bool> g_answer_queued{false};
+
+int answer_on_python_main_thread(void*) {
+  g_answer_queued.store(false);
+  answer(true);
+  return 0;
+}
+
 void answer(bool from_hook) {
   if (!release_requested()) return;
   bool framework = from_hook && can_empty_framework_caches();
-  // A framework cache only a hook thread can empty: leave the answer to it.
-  if (!framework && has_framework_cache()) return;
+  // A framework cache only a thread that may call into Python can empty: a
+  // hook thread, or Python's main thread at its next bytecode (a job idle
+  // in Python code reaches no hook).
+  if (!framework && has_framework_cache()) {
+    if (!g_answer_queued.exchange(true) && !run_on_python_main_thread(answer_on_python_main_thread))
+      g_answer_queued.store(false);
+    return;
+  }
   uint64_t emptied = framework ? give_back_framework_caches() : 0;
   for_each_attached_device([&](Device& device) {
     Slot* slot = device.account.slot();

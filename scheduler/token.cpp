@@ -292,13 +292,17 @@ struct HolderWatch {
   uint64_t granted = 0;
   uint64_t launches = 0;
   uint64_t still_since = 0;
+  bool asked_for_cache = false;  // during this stillness
 
   // Whether the holder has been idle for its idle time; `left` gets how long
   // until it would be. A holder in the middle of an iteration (`mid`:
   // Arbiter::holds_unsettled_memory) gets kMidIterationIdleNs at least: a
   // first iteration's host gaps (lazy module loading, library set-up) are
-  // long, and the next job could not finish beside its memory.
-  bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left, bool mid) {
+  // long, and the next job could not finish beside its memory. What it
+  // holds may be only cache, though (a pool's free memory, a framework's):
+  // `ask_for_cache` is set once it has stood still for its usual idle time,
+  // and the caller asks for that cache back; then it is idle as usual.
+  bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left, bool mid, bool* ask_for_cache) {
     uint64_t launched = s.launches.load(std::memory_order_relaxed);
     bool busy = s.gpu_waits.load(std::memory_order_relaxed) != 0;
     if (holder != slot || s.generation != generation || s.granted != granted ||
@@ -308,11 +312,15 @@ struct HolderWatch {
       granted = s.granted;
       launches = launched;
       still_since = now;
+      asked_for_cache = false;
     }
-    uint64_t idle_ns = s.idle_ns ? s.idle_ns : 100'000'000;
-    if (mid) idle_ns = std::max(idle_ns, kMidIterationIdleNs);
+    uint64_t usual_ns = s.idle_ns ? s.idle_ns : 100'000'000;
+    uint64_t idle_ns = mid ? std::max(usual_ns, kMidIterationIdleNs) : usual_ns;
     uint64_t still = now - still_since;
+    *ask_for_cache = mid && !busy && still >= usual_ns && !asked_for_cache;
+    if (*ask_for_cache) asked_for_cache = true;
     *left = still >= idle_ns ? 0 : idle_ns - still;
+    if (mid && !asked_for_cache && still < usual_ns) *left = usual_ns - still;
     return !busy && still >= idle_ns;
   }
 };
@@ -421,7 +429,9 @@ void wait_for_token(Arbiter& arbiter, void (*while_waiting)()) {
       // and then idles, without an iteration's end, holds what it holds.
       const Slot& h_slot = r.slots[holder];
       bool mid = h_slot.class_iterations > 0 && arbiter.holds_unsettled_memory(holder);
-      idle = watch.idle(holder, h_slot, now, &idle_left, mid);
+      bool ask_for_cache = false;
+      idle = watch.idle(holder, h_slot, now, &idle_left, mid, &ask_for_cache);
+      if (ask_for_cache) arbiter.update([&] { r.slots[holder].release_requests++; });
       decide = decide || idle || slice_end_unasked(token, r.slots[holder], now);
     }
     if (decide) {

@@ -276,6 +276,39 @@ TEST_CASE("jobs whose stream-ordered pools keep what they free take turns with o
   }
 }
 
+TEST_CASE("a caching job idle in Python gives its cache back to a job that needs the memory") {
+  // The first job ends its loop and stays alive in Python code, holding
+  // P 1 GiB and 3 GiB of cache, and reaches no gshare hook. The second
+  // needs 4 GiB of the 8: the first's cache must come back, emptied on
+  // its Python main thread.
+  TestGpu gpu(8 * kGiB);
+  const std::string job = std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py";
+  Finished first, second;
+  std::thread lingering([&] {
+    first = run_to_end({GSHARE_TEST_PYTHON, job, "20", "1024", "3072", "3", "2000"},
+                       gpu.environment({{"LINGER_S", "20"}}), 60);
+  });
+  auto start = std::chrono::steady_clock::now();
+  bool first_done = false;
+  while (!first_done && seconds_since(start) < 20) {
+    json processes = gpu.top_json()["gpus"][0]["processes"];
+    first_done = processes.size() == 1 && processes[0]["iterations"] >= 15 &&
+                 processes[0]["reserved_bytes"] >= 4 * kGiB;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(first_done);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its loop has ended
+  auto second_start = std::chrono::steady_clock::now();
+  second = run_to_end({GSHARE_TEST_PYTHON, job, "20", "1024", "3072", "3", "2000"},
+                      gpu.environment({{"GSHARE_ADMIT_TIMEOUT_S", "20"}}), 60);
+  double took = seconds_since(second_start);
+  INFO(second.err);
+  CHECK(second.out == "done 20\n");
+  CHECK(took < 12);  // well before the first job leaves
+  lingering.join();
+  CHECK(first.out == "done 20\n");
+}
+
 TEST_CASE("every switch is measured, and the GPU's figures are its jobs'") {
   // Two jobs of P 1 GiB and E 3 GiB can only take turns in one lane of
   // 8 GiB. Each hands over where its last iteration's memory is free.
