@@ -417,12 +417,18 @@ void note_framework_counts(const FrameworkCount* counts, int n) {
       allocated += counts[i].allocated;
       reserved += counts[i].reserved;
     }
-    if (reserved == 0) return;  // no framework memory here
+    // Counted only once the framework has cached something: one that
+    // caches nothing (PyTorch with PYTORCH_NO_CUDA_MEMORY_CACHING) frees to
+    // the driver, and lifetimes classify it.
+    if (reserved <= allocated && !g_counted.load()) return;
     if (!g_counted.load()) start_counting_locked();
     InUseWindow& w = g_in_use[device.ordinal];
     device.account.arbiter().update([&] {
       shm::Slot& s = *device.account.slot();
       uint64_t held = saturating_sub(s.reserved_bytes, s.context_bytes);
+      // Figures from a moment gshare has not caught up with (a block the
+      // framework counts before its allocation returned here) say nothing.
+      if (held < allocated) return;
       uint64_t cached = saturating_sub(reserved, allocated);
       w.values[w.next] = saturating_sub(held, cached);
       w.next = (w.next + 1) % kInUseWindow;

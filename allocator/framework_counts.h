@@ -18,8 +18,11 @@
 // The question runs on Python's main thread at its next bytecode
 // (Py_AddPendingCall): never inside a hook, never waiting for the GIL from
 // a thread that may hold a framework's lock, never importing anything. One
-// question is outstanding at most, and questions are spaced so that they
-// take at most 1% of the time (an answer costs tens of microseconds).
+// question is outstanding at most. Each answer's cost buys 99 times as
+// much time without questions (at most 100 ms), so they take at most about
+// 1% of the time (an answer costs tens of microseconds); time not spent
+// asking is saved, up to 100 ms, for a burst at syncs that come close
+// together.
 #pragma once
 
 #include <cstdint>
