@@ -1,13 +1,16 @@
 """One job with known memory classes, for each allocator gshare supports.
 
 usage: python3 alloc_probe.py --framework F --persistent-gib P --ephemeral-gib E
-                              [--steps N] [--pieces K] [--ready FILE] [--start FILE]
+                              [--steps N] [--pieces K] [--linger S] [--ready FILE] [--start FILE]
 
 It keeps P GiB alive for its whole run (persistent) and, every step,
-allocates E GiB in K pieces, writes and reduces them, reads the result back
-(a host sync: the step's boundary) and frees them (ephemeral). Each step
-prints "step N value X": X depends only on N, so a run alone and a run
-beside other jobs print the same values.
+allocates E GiB in K pieces, reading each piece's sum back as it is made
+(a host sync mid-step, as a forward pass that reads a value does), then
+frees them (ephemeral) and reads a sum of the persistent part (the loss
+read that ends a step). Each step prints "step N value X": X depends only
+on N, so a run alone and a run beside other jobs print the same values.
+With --linger S it then stays S seconds with the persistent part alive, so
+that gshare-top can be read at rest.
 
 Frameworks (F):
   torch             PyTorch's caching allocator (the default)
@@ -19,7 +22,8 @@ Frameworks (F):
                     cudaFree for every tensor (plain cudaMalloc)
   cupy              CuPy's default memory pool
   jax               JAX/XLA's BFC allocator, grown on demand
-                    (XLA_PYTHON_CLIENT_PREALLOCATE=false)
+                    (XLA_PYTHON_CLIENT_PREALLOCATE=false, its limit raised
+                    to 95% of the GPU)
   jax-platform      XLA_PYTHON_CLIENT_ALLOCATOR=platform: allocates and
                     frees on demand
 The environment variables are set here, before the framework loads.
@@ -35,7 +39,8 @@ ENV = {
     "torch-expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
     "torch-async": {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
     "torch-nocache": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
-    "jax": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    # BFC's limit is 75% of the GPU by default: the probe's peak needs more.
+    "jax": {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.95"},
     "jax-platform": {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"},
 }
 
@@ -45,10 +50,13 @@ def torch_job(args, persistent_elems, piece_elems):
     keep = torch.full((persistent_elems,), 1.0, device="cuda")
     yield
     for step in range(args.steps):
-        pieces = [torch.full((piece_elems,), float(step + k), device="cuda") for k in range(args.pieces)]
-        value = sum(float(p[:1024].sum().item()) for p in pieces) + float(keep[:1024].sum().item())
+        pieces, value = [], 0.0
+        for k in range(args.pieces):
+            pieces.append(torch.full((piece_elems,), float(step + k), device="cuda"))
+            value += float(pieces[-1][:1024].sum().item())
         del pieces
-        yield value
+        yield value + float(keep[:1024].sum().item())
+    time.sleep(args.linger)
 
 
 def cupy_job(args, persistent_elems, piece_elems):
@@ -56,10 +64,13 @@ def cupy_job(args, persistent_elems, piece_elems):
     keep = cupy.full((persistent_elems,), 1.0, dtype=cupy.float32)
     yield
     for step in range(args.steps):
-        pieces = [cupy.full((piece_elems,), float(step + k), dtype=cupy.float32) for k in range(args.pieces)]
-        value = sum(float(p[:1024].sum()) for p in pieces) + float(keep[:1024].sum())
+        pieces, value = [], 0.0
+        for k in range(args.pieces):
+            pieces.append(cupy.full((piece_elems,), float(step + k), dtype=cupy.float32))
+            value += float(pieces[-1][:1024].sum())
         del pieces
-        yield value
+        yield value + float(keep[:1024].sum())
+    time.sleep(args.linger)
 
 
 def jax_job(args, persistent_elems, piece_elems):
@@ -67,10 +78,13 @@ def jax_job(args, persistent_elems, piece_elems):
     keep = jnp.full((persistent_elems,), 1.0, dtype=jnp.float32).block_until_ready()
     yield
     for step in range(args.steps):
-        pieces = [jnp.full((piece_elems,), float(step + k), dtype=jnp.float32) for k in range(args.pieces)]
-        value = sum(float(p[:1024].sum()) for p in pieces) + float(keep[:1024].sum())
+        pieces, value = [], 0.0
+        for k in range(args.pieces):
+            pieces.append(jnp.full((piece_elems,), float(step + k), dtype=jnp.float32))
+            value += float(pieces[-1][:1024].sum())
         del pieces
-        yield value
+        yield value + float(keep[:1024].sum())
+    time.sleep(args.linger)
 
 
 def main():
@@ -82,6 +96,7 @@ def main():
     p.add_argument("--ephemeral-gib", type=float, required=True)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--pieces", type=int, default=4)
+    p.add_argument("--linger", type=float, default=0)
     p.add_argument("--ready", default="")
     p.add_argument("--start", default="")
     args = p.parse_args()
@@ -99,11 +114,12 @@ def main():
     try:
         for step, value in enumerate(steps):
             print(f"step {step} value {value:.1f}", flush=True)
+            if step == args.steps - 1:
+                print(f"done seconds {time.monotonic() - started:.3f}", flush=True)
     except Exception as e:  # an out-of-memory error of any framework
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"OOM {type(e).__name__}: {text}", flush=True)
         sys.exit(3)
-    print(f"done seconds {time.monotonic() - started:.3f}", flush=True)
 
 
 if __name__ == "__main__":
