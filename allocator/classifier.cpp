@@ -103,11 +103,16 @@ std::atomic<uint64_t> g_raw_seen{0};    // the scheduler's count last seen
 // Release points so far (classifier.h): births are stamped with it, and
 // promotion counts them.
 std::atomic<uint64_t> g_release_points{0};
-std::atomic<bool> g_freed_since_boundary{false};
+// Bytes freed since the last boundary. Only kReleaseBytes or more make a
+// release point: a loop that reads values back mid-iteration frees small
+// temporaries (a sum's output) at each such sync, and those do not end
+// its iteration.
+std::atomic<uint64_t> g_freed_since_boundary{0};
+constexpr uint64_t kReleaseBytes = 32ull << 20;
 uint64_t g_boundaries_without_free = 0;  // under g_boundary_mutex
-// A process that frees nothing for this many boundaries keeps what it has:
-// each boundary is then a release point.
-constexpr uint64_t kQuietBoundaries = 4;
+// A process that frees (that much) nothing for this many boundaries keeps
+// what it has: each boundary is then a release point.
+constexpr uint64_t kQuietBoundaries = 8;
 
 // Births at or after this iteration are never promoted by age: the process
 // has a framework cache, emptied then (UINT64_MAX: never emptied).
@@ -211,8 +216,7 @@ Birth classify_birth(uint64_t bytes) {
 void note_death(const Allocation& entry) {
   if (!classifiable(entry)) return;
   if (!g_process_frees.load(std::memory_order_relaxed)) g_process_frees.store(true, std::memory_order_relaxed);
-  if (!g_freed_since_boundary.load(std::memory_order_relaxed))
-    g_freed_since_boundary.store(true, std::memory_order_relaxed);
+  g_freed_since_boundary.fetch_add(entry.bytes, std::memory_order_relaxed);
   if (entry.site == 0) return;
   if (t_emptying_cache) {
     count_site(entry.site, false);
@@ -238,7 +242,7 @@ void note_iterations(uint64_t raw) {
   g_iterations.store(iterations, std::memory_order_relaxed);
   const uint64_t before = g_release_points.load(std::memory_order_relaxed);
   uint64_t releases = before;
-  if (g_freed_since_boundary.exchange(false, std::memory_order_relaxed)) {
+  if (g_freed_since_boundary.exchange(0, std::memory_order_relaxed) >= kReleaseBytes) {
     releases++;
     g_boundaries_without_free = 0;
   } else if ((g_boundaries_without_free += boundaries) >= kQuietBoundaries) {
@@ -452,7 +456,7 @@ void forget_classes_after_fork() {
   g_raw_seen.store(0);
   g_process_frees.store(false);
   g_release_points.store(0);
-  g_freed_since_boundary.store(false);
+  g_freed_since_boundary.store(0);
   g_boundaries_without_free = 0;
   g_counted.store(false);
   for (InUseWindow& w : g_in_use) w = InUseWindow{};

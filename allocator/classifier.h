@@ -11,11 +11,12 @@
 // its birth is persistent (one may fall between an ephemeral buffer's birth
 // and its free: a loop frees its activations after the sync that ends the
 // iteration). A release point is a boundary by which the process has freed
-// memory since the boundary before, or any boundary of a process that
-// frees nothing for kQuietBoundaries boundaries running. Boundaries found
-// from syncs may fall mid-iteration (a forward pass that reads a value
-// back); memory held across such a boundary is not persistent for that,
-// and the frees at an iteration's end tell the real boundaries apart.
+// at least kReleaseBytes (32 MiB) since the boundary before, or any
+// boundary of a process that frees no more for kQuietBoundaries (8)
+// boundaries running. Boundaries found from syncs may fall mid-iteration (a
+// forward pass that reads a value back, freeing only a small temporary);
+// memory held across such a boundary is not persistent for that, and the
+// frees at an iteration's end tell the real boundaries apart.
 // Everything else a job reserves (not yet classified, ephemeral, a pool's
 // or a caching allocator's free memory) counts as ephemeral: reserved = P +
 // ephemeral, always.

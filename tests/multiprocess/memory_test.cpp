@@ -74,6 +74,23 @@ TEST_CASE("a job that allocates P once and E each iteration is classified within
   CHECK(words(job.reply(60)).at(1) == "ok");
 }
 
+TEST_CASE("syncs mid-iteration that free only a small temporary do not end the iteration") {
+  // Each activation chunk is read back (a sync) after a 1 MiB temporary
+  // came and went, as a value read does: counted as iterations' ends, those
+  // syncs would have the first chunks promoted to P.
+  TestGpu gpu(16 * kGiB);
+  Client job(gpu);
+  REQUIRE(job.send("init") == "init ok");
+  job.post("memtrain 60 1G 3G 3 1 3000 0 chunksync temps");
+  json p = wait_for(gpu, job.pid(), [](const json& p) { return p["classified_iterations"] >= 4; }, 40);
+  REQUIRE_FALSE(p.is_null());
+  INFO(p.dump());
+  uint64_t context = p["context_bytes"];
+  CHECK(within(p["persistent_bytes"], 1 * kGiB + context, 0.05));
+  CHECK(within(p["ephemeral_bytes"], 3 * kGiB, 0.05));
+  CHECK(words(job.reply(60)).at(1) == "ok");
+}
+
 TEST_CASE("four jobs of P 1 GiB and E 3 GiB all finish on an 8 GiB GPU, never holding more than 8 GiB") {
   // Their peaks sum to 16 GiB: without lanes this mix does not fit.
   TestGpu gpu(8 * kGiB);

@@ -20,7 +20,7 @@ TEST_CASE("an allocation from a site whose allocations turned out persistent is 
   REQUIRE(job.send("alloc 256M weights") == "alloc ok weights");
   // Alive at the second boundary after its birth: persistent, and so is
   // its site. (A loop of one launch and a sync: its iterations are found.)
-  REQUIRE(words(job.send("train 10 1 100 sync 0")).at(1) == "ok");
+  REQUIRE(words(job.send("train 20 1 100 sync 0")).at(1) == "ok");
   json p;
   for (auto start = std::chrono::steady_clock::now();
        std::chrono::steady_clock::now() - start < std::chrono::seconds(20);

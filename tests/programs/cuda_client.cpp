@@ -21,14 +21,16 @@
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count.
-//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [pool]]
+//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [temps] [pool]]
 //       a training loop with memory: allocates P once (persistent) and
 //       syncs SETUP_SYNCS times with nothing launched (a model's set-up
 //       copies), then each iteration allocates E in CHUNKS equal pieces
 //       (ephemeral), launches KERNELS spin kernels of MICROS, syncs the
 //       context and frees the pieces. With chunksync, each piece has its
 //       own kernels and sync, as a forward pass that reads a value back
-//       holds its activations across syncs. With pool, the pieces come
+//       holds its activations across syncs; with temps, each such sync
+//       also allocates and frees 1 MiB first (the read-back value's
+//       buffer). With pool, the pieces come
 //       from the device's stream-ordered pool (cuMemAllocAsync and
 //       cuMemFreeAsync), which keeps all it frees (a release threshold of
 //       UINT64_MAX, as PyTorch's cudaMallocAsync backend sets). Replies
@@ -367,6 +369,7 @@ std::string run(const std::vector<std::string>& a) {
     int setup_syncs = a.size() > 7 ? std::stoi(a.at(7)) : 0;
     bool chunk_sync = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "chunksync") != a.end();
     bool from_pool = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "pool") != a.end();
+    bool temps = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "temps") != a.end();
     CUdeviceptr weights = 0;
     if (!result(g_api.mem_alloc(&weights, persistent))) return out.str();
     if (from_pool) {
@@ -393,6 +396,11 @@ std::string run(const std::vector<std::string>& a) {
       CUresult r = CUDA_SUCCESS;
       for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) {
         r = allocate_piece(&pieces[c], ephemeral / chunks);
+        if (r == CUDA_SUCCESS && chunk_sync && temps) {
+          CUdeviceptr temp = 0;
+          r = g_api.mem_alloc(&temp, 1 << 20);
+          if (r == CUDA_SUCCESS) r = g_api.mem_free(temp);
+        }
         if (r == CUDA_SUCCESS && chunk_sync) r = run_kernels();
       }
       if (r == CUDA_SUCCESS && !chunk_sync) r = run_kernels();
