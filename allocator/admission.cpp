@@ -143,18 +143,24 @@ bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
   const uint64_t deadline = *started_ns + uint64_t(g_timeout_s * 1e9);
   Arbiter& arbiter = account.arbiter();
   Region& r = *arbiter.region();
+  Slot& me = *account.slot();
   Requests requests;
   arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
   if (scheduler::holds_token(arbiter) && stepping_aside_helps(arbiter)) scheduler::step_aside(arbiter);
-  while (now < deadline) {
+  // Busy, not idle, while waiting: a holder mid-iteration that lost its
+  // token here would leave its memory split with the next job's.
+  me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  bool freed = false;
+  while (now < deadline && !freed) {
     uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
     answer_release_requests();
     size_t free_bytes = 0, total = 0;
-    if (driver().mem_get_info(&free_bytes, &total) == CUDA_SUCCESS && free_bytes >= bytes) return true;
-    shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
+    freed = driver().mem_get_info(&free_bytes, &total) == CUDA_SUCCESS && free_bytes >= bytes;
+    if (!freed) shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
     now = shm::mono_now_ns();
   }
-  return false;
+  me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+  return freed;
 }
 
 ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t allocations,

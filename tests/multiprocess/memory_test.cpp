@@ -171,6 +171,33 @@ TEST_CASE("a job that cannot be admitted gets a clean out-of-memory error after 
   CHECK(late.send("alloc 1G y") == "alloc ok y");  // still usable: what fits is admitted
 }
 
+TEST_CASE("a job waiting for memory the driver refused keeps its turn until it is free") {
+  // A process outside gshare holds 3 GiB of 8: gshare admits a job's 5 GiB,
+  // the driver refuses them, and the job waits for the memory. Meanwhile it
+  // is busy, not idle: another job must not take its turn (a job
+  // mid-iteration would leave its memory split with the next one's).
+  TestGpu gpu(8 * kGiB);
+  Client outside(gpu, {{"LD_PRELOAD", ""}});
+  REQUIRE(outside.send("init") == "init ok");
+  REQUIRE(outside.send("alloc 3G held") == "alloc ok held");
+  const Env env{{"GSHARE_ADMIT_TIMEOUT_S", "20"}, {"GSHARE_LOG", "info"}};
+  Client a(gpu, env), b(gpu, env);
+  REQUIRE(a.send("init") == "init ok");
+  a.post("memtrain 1 1G 5G 1 1 1000");
+  auto start = std::chrono::steady_clock::now();
+  while (a.stderr_text().find("waiting for it") == std::string::npos && seconds_since(start) < 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(a.stderr_text().find("waiting for it") != std::string::npos);
+  REQUIRE(b.send("init") == "init ok");
+  b.post("train 20 1 1000 sync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  json seen = gpu.top_json()["gpus"][0];
+  CHECK(seen["holder_pid"] == a.pid());
+  REQUIRE(outside.send("free held") == "free ok");
+  CHECK(words(a.reply(30)).at(1) == "ok");
+  CHECK(words(b.reply(30)).at(1) == "ok");
+}
+
 TEST_CASE("kill -9 of a job frees its lane place: a waiting job is admitted within a second or so") {
   TestGpu gpu(8 * kGiB);
   Client large(gpu), late(gpu);
