@@ -274,6 +274,23 @@ bool release_requested() {
   return requested;
 }
 
+// Trims `device`'s stream-ordered pools and counts what they and `emptied`
+// (a framework's cache, counted on one device only) gave back, waking the
+// jobs that wait for memory; with `ack`, also answers the requests up to
+// it. Returns the bytes given back.
+uint64_t give_back_on(Device& device, uint64_t emptied, const uint32_t* ack) {
+  uint64_t freed = trim_pools(device) + emptied;
+  if (freed == 0 && !ack) return 0;
+  Slot* slot = device.account.slot();
+  Arbiter& arbiter = device.account.arbiter();
+  arbiter.update([&] {
+    if (ack) slot->release_acks = *ack;
+    slot->released_bytes += freed;
+    arbiter.wake_memory_waiters_locked();
+  });
+  return freed;
+}
+
 void answer(bool from_hook);
 
 // An answer queued for Python's main thread (at most one at a time).
@@ -302,14 +319,8 @@ void answer(bool from_hook) {
     if (!slot) return;
     uint32_t wanted = __atomic_load_n(&slot->release_requests, __ATOMIC_RELAXED);
     if (wanted == __atomic_load_n(&slot->release_acks, __ATOMIC_RELAXED)) return;
-    uint64_t freed = trim_pools(device) + emptied;
+    uint64_t freed = give_back_on(device, emptied, &wanted);
     emptied = 0;  // counted once, on the first device
-    shm::Arbiter& arbiter = device.account.arbiter();
-    arbiter.update([&] {
-      slot->release_acks = wanted;
-      slot->released_bytes += freed;
-      arbiter.wake_memory_waiters_locked();
-    });
     if (freed > 0)
       GSHARE_DEBUG("GPU %s: gave back %.1f MiB of cached memory on request", device.uuid,
                    double(freed) / MiB);
@@ -328,15 +339,9 @@ namespace {
 void give_back_and_count(bool framework) {
   uint64_t emptied = framework ? give_back_framework_caches() : 0;
   for_each_attached_device([&](Device& device) {
-    Slot* slot = device.account.slot();
-    if (!slot) return;
-    uint64_t freed = trim_pools(device) + emptied;
+    if (!device.account.slot()) return;
+    give_back_on(device, emptied, nullptr);
     emptied = 0;
-    if (freed == 0) return;
-    device.account.arbiter().update([&] {
-      slot->released_bytes += freed;
-      device.account.arbiter().wake_memory_waiters_locked();
-    });
   });
 }
 }  // namespace
