@@ -61,6 +61,14 @@ bool admission_deadlocked_locked(const Region& r, int own) {
   return true;
 }
 
+// A job never holds more persistent memory than it holds: a P measured
+// from a framework's figures (allocator/classifier.h) may be stale when a
+// give-back trims below it, and a stale P would be promised space the
+// job no longer uses.
+void keep_persistent_within_held(Slot& s) {
+  if (persistent_of(s) > s.reserved_bytes) s.persistent_bytes = saturating_sub(s.reserved_bytes, s.context_bytes);
+}
+
 // What a job may hold in ephemeral memory and still count as settled.
 uint64_t unsettled_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 20, h.capacity_bytes / 64); }
 
@@ -399,6 +407,7 @@ void Arbiter::rollback(uint64_t bytes, MemoryClass kind) {
     s.reserved_bytes = saturating_sub(s.reserved_bytes, bytes);
     h.reserved_bytes = saturating_sub(h.reserved_bytes, bytes);
     if (kind == MemoryClass::kPersistent) s.persistent_bytes = saturating_sub(s.persistent_bytes, bytes);
+    keep_persistent_within_held(s);
     wake_memory_waiters_locked();
   }
   unlock();
@@ -415,6 +424,7 @@ void Arbiter::release(uint64_t bytes, uint32_t allocations, MemoryClass kind) {
     s.allocation_count = saturating_sub(s.allocation_count, allocations);
     h.reserved_bytes = saturating_sub(h.reserved_bytes, bytes);
     if (kind == MemoryClass::kPersistent) s.persistent_bytes = saturating_sub(s.persistent_bytes, bytes);
+    keep_persistent_within_held(s);
     wake_memory_waiters_locked();
   }
   unlock();
