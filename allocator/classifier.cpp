@@ -134,7 +134,13 @@ struct InUseWindow {
   uint64_t values[kInUseWindow];
   int count;
   int next;
+  // Whether P may rise: the answers fell by kReleaseBytes or more from one
+  // to the next (an iteration's memory was freed), or kSteadyAnswers
+  // running agreed within kReleaseBytes (a loop that syncs at rest).
+  bool settled;
+  int steady;  // answers running that agree with the one before
 };
+constexpr int kSteadyAnswers = 3;
 InUseWindow g_in_use[kMaxDevices];
 // P moves only by more than this (or 1%): each move may re-form lanes.
 constexpr uint64_t kPersistentStepBytes = 16ull << 20;
@@ -434,7 +440,14 @@ void note_framework_counts(const FrameworkCount* counts, int n) {
       // framework counts before its allocation returned here) say nothing.
       if (held < allocated) return;
       uint64_t cached = saturating_sub(reserved, allocated);
-      w.values[w.next] = saturating_sub(held, cached);
+      uint64_t in_use = saturating_sub(held, cached);
+      if (w.count > 0) {
+        uint64_t last = w.values[(w.next + kInUseWindow - 1) % kInUseWindow];
+        bool agrees = last < in_use + kReleaseBytes && in_use < last + kReleaseBytes;
+        w.steady = agrees ? w.steady + 1 : 0;
+        if (last >= in_use + kReleaseBytes || w.steady + 1 >= kSteadyAnswers) w.settled = true;
+      }
+      w.values[w.next] = in_use;
       w.next = (w.next + 1) % kInUseWindow;
       if (w.count < kInUseWindow) w.count++;
       uint64_t least = UINT64_MAX;
@@ -442,6 +455,7 @@ void note_framework_counts(const FrameworkCount* counts, int n) {
       uint64_t p = least < held ? least : held;
       uint64_t step = s.persistent_bytes / 100 > kPersistentStepBytes ? s.persistent_bytes / 100 : kPersistentStepBytes;
       uint64_t moved = p > s.persistent_bytes ? p - s.persistent_bytes : s.persistent_bytes - p;
+      if (p > s.persistent_bytes && !w.settled && w.count < kInUseWindow) return;
       if (moved > step || (w.count == 1 && moved > 0)) set_persistent_locked(device, p);
     });
   });

@@ -43,7 +43,13 @@
 //
 // A loop may sync mid-iteration, with its activations alive, but at least
 // one boundary of an iteration (the loss read after the step) has them
-// freed, and the least value is that one. E stays the peak of what the
+// freed, and the least value is that one. P falls with any answer, but
+// rises only once the answers have shown an iteration's end (in use
+// falling by kReleaseBytes or more from one answer to the next), or three
+// answers running agreed (a loop that syncs only at rest), or the window
+// is full: the first answers may all come from the middle of an
+// iteration, and a P that counted its activations would make the job look
+// settled there, and switched out holding them. E stays the peak of what the
 // process holds beyond P per iteration: the cache regrows to it. Limit: a
 // loop that never syncs with its activations freed reads them as
 // persistent. At an iteration boundary gshare has the framework empty its

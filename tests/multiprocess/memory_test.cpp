@@ -320,6 +320,84 @@ TEST_CASE("jobs whose stream-ordered pools keep what they free take turns with o
   }
 }
 
+TEST_CASE("a framework's figures from the middle of an iteration do not raise P") {
+  // Over a pool, the framework's first answer that shows a cache comes
+  // with all of the first iteration's memory alive, and the job then
+  // pauses there. Counting those activations in P would make the job look
+  // settled in the middle of its iteration.
+  TestGpu gpu(16 * kGiB);
+  const Env env{{"FRAMEWORK_POOL", "1"}, {"FIRST_STEP_PAUSE_S", "1.5"}};
+  Finished finished;
+  std::thread job([&] {
+    finished = run_to_end({GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
+                           "150", "1024", "3072", "4", "2000", "chunksync"},
+                          gpu.environment(env), 120);
+  });
+  uint64_t most_p = 0, context = 0;
+  json seen;
+  auto start = std::chrono::steady_clock::now();
+  while (seconds_since(start) < 60) {
+    json processes = gpu.top_json()["gpus"][0]["processes"];
+    if (processes.size() == 1) {
+      most_p = std::max(most_p, processes[0]["persistent_bytes"].get<uint64_t>());
+      context = processes[0]["context_bytes"];
+      if (processes[0]["classified_iterations"] >= 12) {
+        seen = processes[0];
+        break;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  job.join();
+  INFO(finished.err);
+  CHECK(finished.out == "done 150\n");
+  CHECK(most_p <= uint64_t((1 * kGiB + context) * 1.05));
+  REQUIRE_FALSE(seen.is_null());
+  INFO(seen.dump());
+  CHECK(within(seen["persistent_bytes"], 1 * kGiB + context, 0.05));
+  CHECK(within(seen["ephemeral_bytes"], 3 * kGiB, 0.05));
+}
+
+TEST_CASE("two PyTorch-like jobs over cudaMallocAsync pools that read values back mid-iteration share one lane") {
+  // caching_framework_job.py with FRAMEWORK_POOL=1: the framework's cache
+  // is the device's pool (release threshold UINT64_MAX), and every
+  // activation chunk is read back with the chunks so far alive, so the
+  // framework's first answers come mid-iteration. P 1 GiB and E 3 GiB each
+  // on 8 GiB: they must take turns, each switched out with its activations
+  // freed, and neither may fail an allocation.
+  TestGpu gpu(8 * kGiB);
+  const std::string job = std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py";
+  const Env env{{"FRAMEWORK_POOL", "1"}, {"FIRST_STEP_PAUSE_S", "1"}, {"GSHARE_ADMIT_TIMEOUT_S", "20"}};
+  std::vector<Finished> done(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      done[i] = run_to_end({GSHARE_TEST_PYTHON, job, "30", "1024", "3072", "4", "2000", "chunksync"},
+                           gpu.environment(env), 120);
+    });
+  for (std::thread& t : threads) t.join();
+  for (const Finished& f : done) {
+    INFO(f.err);
+    CHECK(f.out == "done 30\n");
+  }
+
+  SECTION("natively the second job's pool cannot grow") {
+    TestGpu native(8 * kGiB);
+    const Env bare{{"FRAMEWORK_POOL", "1"}, {"LD_PRELOAD", ""}};
+    std::vector<Finished> alone(2);
+    std::vector<std::thread> natives;
+    for (int i = 0; i < 2; ++i)
+      natives.emplace_back([&, i] {
+        alone[i] = run_to_end({GSHARE_TEST_PYTHON, job, "30", "1024", "3072", "4", "2000", "chunksync"},
+                              native.environment(bare), 120);
+      });
+    for (std::thread& t : natives) t.join();
+    int failed = 0;
+    for (const Finished& f : alone) failed += f.out.find("error 2") != std::string::npos;
+    CHECK(failed >= 1);
+  }
+}
+
 TEST_CASE("a caching job idle in Python gives its cache back to a job that needs the memory") {
   // The first job ends its loop and stays alive in Python code, holding
   // P 1 GiB and 3 GiB of cache, and reaches no gshare hook. The second

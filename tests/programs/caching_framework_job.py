@@ -14,7 +14,13 @@ Prints "done ITERATIONS" or "error CODE at I", and exits 0 or 1. With
 far alive, as a loop that reads a value back mid-iteration does. With EMPTY_CACHE_MS set, empty_cache()
 takes that much longer, as PyTorch's does with the syncs of its frees. With
 LINGER_S set, it stays that long after "done", busy in Python (as a job
-evaluating on the CPU), its weights and cache kept.
+evaluating on the CPU), its weights and cache kept. With FIRST_STEP_PAUSE_S
+set, the first iteration pauses that long in Python after its last chunk,
+all its memory alive (a slow first forward pass). With FRAMEWORK_POOL=1
+it is PyTorch's cudaMallocAsync backend instead: blocks come from the
+device's stream-ordered pool, which keeps all that is freed (release
+threshold UINT64_MAX); empty_cache() trims the pool; memory_reserved() is
+the pool's reserved size; an allocation failure is final.
 """
 
 import ctypes
@@ -24,7 +30,9 @@ import time
 import types
 
 cuda = ctypes.CDLL("libcuda.so.1")
-for name in ("cuMemAlloc_v2", "cuMemFree_v2", "cuLaunchKernel", "cuCtxSynchronize"):
+for name in ("cuMemAlloc_v2", "cuMemFree_v2", "cuLaunchKernel", "cuCtxSynchronize",
+             "cuMemAllocAsync", "cuMemFreeAsync", "cuDeviceGetDefaultMemPool",
+             "cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolTrimTo"):
     getattr(cuda, name).restype = ctypes.c_int
 
 SPIN_PTX = b"""
@@ -81,7 +89,50 @@ class Cache:
         self.free = []
 
 
-cache = Cache()
+class Pool:
+    """The cudaMallocAsync backend: the pool is the cache."""
+
+    RELEASE_THRESHOLD, RESERVED_MEM_CURRENT = 4, 5
+
+    def __init__(self):
+        self.pool = None
+        self.allocated = 0
+
+    def _pool(self):
+        if self.pool is None:
+            self.pool = ctypes.c_void_p()
+            check(cuda.cuDeviceGetDefaultMemPool(ctypes.byref(self.pool), 0), "cuDeviceGetDefaultMemPool")
+            keep_all = ctypes.c_uint64(2**64 - 1)
+            check(cuda.cuMemPoolSetAttribute(self.pool, self.RELEASE_THRESHOLD, ctypes.byref(keep_all)),
+                  "cuMemPoolSetAttribute")
+        return self.pool
+
+    @property
+    def reserved(self):
+        value = ctypes.c_uint64()
+        check(cuda.cuMemPoolGetAttribute(self._pool(), self.RESERVED_MEM_CURRENT, ctypes.byref(value)),
+              "cuMemPoolGetAttribute")
+        return value.value
+
+    def take(self, size):
+        self._pool()
+        pointer = ctypes.c_uint64()
+        result = cuda.cuMemAllocAsync(ctypes.byref(pointer), ctypes.c_size_t(size), None)
+        if result != 0:
+            raise MemoryError(result)
+        self.allocated += size
+        return pointer.value
+
+    def give(self, pointer, size):
+        check(cuda.cuMemFreeAsync(ctypes.c_uint64(pointer), None), "cuMemFreeAsync")
+        self.allocated -= size
+
+    def empty(self):
+        check(cuda.cuCtxSynchronize(), "sync")
+        check(cuda.cuMemPoolTrimTo(self._pool(), ctypes.c_size_t(0)), "cuMemPoolTrimTo")
+
+
+cache = Pool() if os.environ.get("FRAMEWORK_POOL") == "1" else Cache()
 torch = types.ModuleType("torch")
 torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, empty_cache=cache.empty,
                                    memory_allocated=lambda device=None: cache.allocated,
@@ -110,21 +161,32 @@ def main():
         print(f"error {e.args[0]} at weights", flush=True)
         return 1
     chunk = (e_mib << 20) // chunks
+    # Over a pool, each iteration also has a small block, the loss, made
+    # with the last activation chunk: the pool grows by a whole chunk for
+    # it, so the framework's first answer that shows a cache comes with all
+    # of the iteration's memory alive.
+    small = (1 << 20) if isinstance(cache, Pool) else 0
     for i in range(iterations):
         live = []
         try:
-            for _ in range(chunks):
-                live.append(cache.take(chunk))
+            for c in range(chunks):
+                live.append((cache.take(chunk), chunk))
+                if small and c == chunks - 1:
+                    live.append((cache.take(small), small))
                 if chunk_sync:  # the forward pass reads a value back
                     check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
                     check(cuda.cuCtxSynchronize(), "sync")
         except MemoryError as e:
             print(f"error {e.args[0]} at {i}", flush=True)
             return 1
+        if i == 0:
+            pause_until = time.monotonic() + float(os.environ.get("FIRST_STEP_PAUSE_S", "0"))
+            while time.monotonic() < pause_until:
+                time.sleep(0.01)
         for _ in range(2):
             check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
-        for pointer in live:  # the backward pass frees the activations
-            cache.give(pointer, chunk)
+        for pointer, size in live:  # the backward pass frees the activations
+            cache.give(pointer, size)
         check(cuda.cuCtxSynchronize(), "sync")  # the loss.item() of the loop
     print(f"done {iterations}", flush=True)
     linger_until = time.monotonic() + float(os.environ.get("LINGER_S", "0"))
