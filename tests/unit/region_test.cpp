@@ -129,6 +129,25 @@ TEST_CASE("reservations hold the quota and the GPU's capacity") {
   CHECK(valid(a));
 }
 
+TEST_CASE("a release never leaves a job's P above what it holds") {
+  // P measured from a framework's figures may be stale when its cache is
+  // trimmed: the safety condition must not go on counting bytes given back.
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  REQUIRE(a.reserve(5 * kGiB).status == ReserveStatus::kGranted);
+  a.commit(5 * kGiB);
+  a.update([&] { a.slot()->persistent_bytes = 4 * kGiB; });
+  a.release(3 * kGiB);
+  CHECK(a.slot()->persistent_bytes == 2 * kGiB);
+  a.release(1 * kGiB);
+  CHECK(a.slot()->persistent_bytes == 1 * kGiB);
+  a.update([&] { a.slot()->persistent_bytes = 512ull << 20; });
+  a.release(256ull << 20);  // P within what is held: left alone
+  CHECK(a.slot()->persistent_bytes == 512ull << 20);
+  CHECK(valid(a));
+}
+
 TEST_CASE("two processes share the capacity and a dead one's bytes come back") {
   TempDir dir;
   Arbiter a = open_arbiter(dir.path);
