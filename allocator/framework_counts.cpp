@@ -110,7 +110,14 @@ int answer_on_main_thread(void*) {
   uint64_t start = shm::mono_now_ns();
   int answered = 0;
   PythonCall call;
-  if (py && call.allowed() && python_running()) {
+  if (!call.allowed()) {
+    // Run inside gshare's own call into Python (a cache being emptied for
+    // another job, at the sync that asked): not an answer. The next sync
+    // asks again, with no wait, so a loss read's question is not lost.
+    g_outstanding.store(false, std::memory_order_release);
+    return 0;
+  }
+  if (py && python_running()) {
     void *type = nullptr, *value = nullptr, *traceback = nullptr;
     py->err_fetch(&type, &value, &traceback);
     answered = ask_now(*py);

@@ -197,8 +197,6 @@ void after_host_sync(bool ends_iteration) {
     if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
     allocator::measure_framework_cache_if_due();
   }
-  // At every sync, not only boundaries: P is the least in use at any.
-  allocator::ask_framework_counts();
   allocator::answer_release_requests_from_hook();
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
@@ -230,6 +228,10 @@ void after_host_sync(bool ends_iteration) {
     allocator::give_back_cache_when_switched_out();
     allocator::give_back_cache_to_waiters();
   }
+  // At every sync, not only boundaries: P is the least in use at any.
+  // Asked last: the answer runs at the program's next bytecode, and a
+  // give-back above runs Python code where it would come too early.
+  allocator::ask_framework_counts();
 }
 
 void end_slice_between_iterations(shm::Arbiter& arbiter) {
