@@ -12,6 +12,7 @@
 #include "allocator/framework_counts.h"
 #include "allocator/pools.h"
 #include "allocator/tracked_memory.h"
+#include "intercept/log.h"
 
 namespace gshare::allocator {
 
@@ -307,6 +308,8 @@ void note_cache_emptied() {
   });
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
+    GSHARE_DEBUG("GPU %s: framework cache emptied to measure P: %.1f MiB survived it, now persistent",
+                 device.uuid, promoted[device.ordinal] / 1048576.0);
     device.account.arbiter().update([&] { publish_locked(device, promoted[device.ordinal], 0); });
   });
   pthread_mutex_unlock(&g_boundary_mutex);
@@ -396,6 +399,7 @@ void start_counting_locked() {
   ledger().for_each([&](Allocation& a) { a.persistent = 0; });
   for (Peaks& p : g_peaks) p = Peaks{};
   g_counted.store(true);
+  GSHARE_DEBUG("a framework answered with its allocator's figures: P comes from them from now on");
 }
 
 // Under the region's lock: P becomes `p`, and E's figures, peaks of what
@@ -405,6 +409,8 @@ void set_persistent_locked(Device& device, uint64_t p) {
   const uint64_t old = s.persistent_bytes, e_before = s.ephemeral_bytes;
   auto shifted = [&](uint64_t e) { return saturating_sub(e + old, p); };
   s.persistent_bytes = p;
+  GSHARE_DEBUG("GPU %s: P %.1f -> %.1f MiB from the framework's figures", device.uuid, old / 1048576.0,
+               p / 1048576.0);
   s.iteration_peak_bytes = shifted(s.iteration_peak_bytes);
   Peaks& h = g_peaks[device.ordinal];
   uint64_t e = 0;
