@@ -10,7 +10,8 @@ frees them (ephemeral) and reads a sum of the persistent part (the loss
 read that ends a step). Each step prints "step N value X": X depends only
 on N, so a run alone and a run beside other jobs print the same values.
 With --linger S it then stays S seconds with the persistent part alive, so
-that gshare-top can be read at rest.
+that gshare-top can be read at rest; FILE.resting (FILE of --ready) exists
+for just that time.
 
 Frameworks (F):
   torch             PyTorch's caching allocator (the default)
@@ -56,7 +57,6 @@ def torch_job(args, persistent_elems, piece_elems):
             value += float(pieces[-1][:1024].sum().item())
         del pieces
         yield value + float(keep[:1024].sum().item())
-    time.sleep(args.linger)
 
 
 def cupy_job(args, persistent_elems, piece_elems):
@@ -70,7 +70,6 @@ def cupy_job(args, persistent_elems, piece_elems):
             value += float(pieces[-1][:1024].sum())
         del pieces
         yield value + float(keep[:1024].sum())
-    time.sleep(args.linger)
 
 
 def jax_job(args, persistent_elems, piece_elems):
@@ -84,7 +83,6 @@ def jax_job(args, persistent_elems, piece_elems):
             value += float(pieces[-1][:1024].sum())
         del pieces
         yield value + float(keep[:1024].sum())
-    time.sleep(args.linger)
 
 
 def main():
@@ -112,10 +110,15 @@ def main():
         time.sleep(0.01)
     started = time.monotonic()
     try:
-        for step, value in enumerate(steps):
-            print(f"step {step} value {value:.1f}", flush=True)
-            if step == args.steps - 1:
-                print(f"done seconds {time.monotonic() - started:.3f}", flush=True)
+        for step in range(args.steps):
+            print(f"step {step} value {next(steps):.1f}", flush=True)
+        print(f"done seconds {time.monotonic() - started:.3f}", flush=True)
+        # The job's frame is still alive, and with it the persistent part.
+        if args.linger > 0:
+            resting = (args.ready or "probe") + ".resting"
+            open(resting, "w").close()
+            time.sleep(args.linger)
+            os.remove(resting)
     except Exception as e:  # an out-of-memory error of any framework
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"OOM {type(e).__name__}: {text}", flush=True)

@@ -255,6 +255,9 @@ def allocators(args):
         seen = {}
 
         def sample(t, gshare_dir):
+            # Only while the job rests after its steps (alloc_probe.py --linger).
+            if not os.path.exists(os.path.join(args.out, "raw", f"alloc-{fw}-alone", "ready0.resting")):
+                return None
             top = top_json(args.build, gshare_dir)
             for p in (top or {}).get("gpus", [{}])[0].get("processes", []):
                 seen[p["pid"]] = {k: p.get(k) for k in ("persistent_bytes", "ephemeral_bytes", "context_bytes",
@@ -269,7 +272,7 @@ def allocators(args):
         # The job's own process: the one holding the most (a framework may
         # start helpers that touch the GPU too).
         learned = max(seen.values(), key=lambda p: p.get("reserved_bytes") or 0) if seen else {}
-        pair_top = []
+        pair_top, pair_trace = [], []
 
         def pair_sample(t, gshare_dir):
             top = top_json(args.build, gshare_dir)
@@ -277,6 +280,12 @@ def allocators(args):
                 g = top["gpus"][0]
                 pair_top.append({k: g.get(k) for k in ("handovers", "switches", "switch_ns_total",
                                                        "switch_ns_max", "reserved_bytes", "safety_bytes")})
+                # Each job's figures over time: kept where the pair fails, to see why.
+                pair_trace.append({"t": round(t, 2), "safety_bytes": g.get("safety_bytes"),
+                                   "holder_pid": g.get("holder_pid"), "processes": [
+                    {k: p.get(k) for k in ("pid", "persistent_bytes", "ephemeral_bytes", "reserved_bytes",
+                                           "lane", "classified_iterations", "iterations", "admission")}
+                    for p in g.get("processes", [])]})
             return None
 
         shared, _, _ = run_jobs(f"alloc-{fw}-gshare", [spec, spec], args, gshare=True, extra_env=env,
@@ -299,9 +308,10 @@ def allocators(args):
             "gshare_pair_oom": [r["oom"] for r in shared],
             "gshare_pair_top": last,
             "native_pair_oom": [r["oom"] for r in native],
+            "gshare_pair_trace": pair_trace if not all(r["returncode"] == 0 for r in shared) else None,
             "native_pair_seconds": max(r["seconds"] for r in native),
         })
-        print(fw, json.dumps({k: v for k, v in rows[-1].items() if k != "learned"}), flush=True)
+        print(fw, json.dumps({k: v for k, v in rows[-1].items() if k not in ("learned", "gshare_pair_trace")}), flush=True)
     return {"gpu_total_bytes": total, "steps": args.steps, "rows": rows}
 
 
