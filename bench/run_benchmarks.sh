@@ -9,6 +9,7 @@
 #                     libgshare.so and bench/bench_{launch_rate,alloc_free}
 #   TRIALS            trials per mode (default 9)
 #   PYTHON            interpreter with PyTorch (default python3)
+#   BENCH_COMMIT      the commit to record (default: the checkout's HEAD)
 #   LAUNCHES, PAIRS, TRAIN_SECONDS
 #                     sizes of the runs (defaults 200000, 20000, 4), to make a
 #                     quick trial run shorter
@@ -52,7 +53,13 @@ outdir=$(cd "$outdir" && pwd)
 rm -f "$outdir"/raw/* "$outdir/failures.txt"
 head -n 1 <<<"$device" >"$outdir/device.txt"
 "$python" -c 'import torch; print(torch.__version__)' >"$outdir/torch_version.txt" 2>/dev/null || true
-git -C "$repo" rev-parse HEAD >"$outdir/commit.txt" 2>/dev/null || rm -f "$outdir/commit.txt"
+# BENCH_COMMIT names the build's commit where the checkout's own history is
+# not the build's (a copied working tree on a lent GPU machine).
+if [[ -n "${BENCH_COMMIT:-}" ]]; then
+  echo "$BENCH_COMMIT" >"$outdir/commit.txt"
+else
+  git -C "$repo" rev-parse HEAD >"$outdir/commit.txt" 2>/dev/null || rm -f "$outdir/commit.txt"
+fi
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/gshare-bench.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
