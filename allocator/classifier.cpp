@@ -129,6 +129,10 @@ __thread int t_emptying_cache = 0;
 // A framework answers with its allocator's figures: P comes from them
 // (classifier.h), not from lifetimes.
 std::atomic<bool> g_counted{false};
+// A framework has answered at all, cached or not: its figures will give P
+// once it caches, so no emptying is needed to measure it (one mid-step
+// would make a step's live memory persistent).
+std::atomic<bool> g_framework_answered{false};
 // The last answers' in-use figures per device, under g_boundary_mutex.
 constexpr int kInUseWindow = 64;
 struct InUseWindow {
@@ -316,6 +320,7 @@ void note_cache_emptied() {
 }
 
 void measure_framework_cache_if_due() {
+  if (g_framework_answered.load(std::memory_order_relaxed)) return;
   if (!g_measure_due.exchange(false, std::memory_order_relaxed)) return;
   // Each classified boundary tries once, until one frees something or
   // kMeasureTries have not: then the lifetime classification stands.
@@ -425,6 +430,7 @@ void set_persistent_locked(Device& device, uint64_t p) {
 
 void note_framework_counts(const FrameworkCount* counts, int n) {
   pthread_mutex_lock(&g_boundary_mutex);
+  g_framework_answered.store(true, std::memory_order_relaxed);
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot() || device.ordinal >= kMaxDevices) return;
     uint64_t allocated = 0, reserved = 0;
@@ -479,6 +485,7 @@ void forget_classes_after_fork() {
   g_freed_since_boundary.store(0);
   g_boundaries_without_free = 0;
   g_counted.store(false);
+  g_framework_answered.store(false);
   for (InUseWindow& w : g_in_use) w = InUseWindow{};
   forget_framework_counts_after_fork();
   g_boundary_mutex = PTHREAD_MUTEX_INITIALIZER;

@@ -59,7 +59,9 @@
 //
 // A caching framework that does not answer is measured by that first
 // emptying: what survives it is P, and memory born after it is not
-// promoted by age. Later emptyings give memory back without measuring:
+// promoted by age. One that answers is not: until it caches, lifetimes
+// are right, and an emptying may come mid-step (iterations found from
+// syncs may be out of phase), where it would make live memory persistent. Later emptyings give memory back without measuring:
 // they may come mid-iteration, where what survives is in use only until the
 // iteration ends.
 #pragma once

@@ -266,6 +266,38 @@ TEST_CASE("a caching framework that syncs mid-iteration is classified from its o
   CHECK(within(seen["ephemeral_bytes"], 3 * kGiB, 0.05));
 }
 
+TEST_CASE("a caching framework that cannot be asked is measured by emptying its cache once") {
+  // No figures: lifetimes alone would make the cache persistent (it is
+  // never freed), so gshare empties it once at an iteration's end, and
+  // what survives is P.
+  TestGpu gpu(16 * kGiB);
+  Finished finished;
+  std::thread job([&] {
+    finished = run_to_end({GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
+                           "60", "1024", "3072", "3", "2000"},
+                          gpu.environment({{"FRAMEWORK_SILENT", "1"}, {"LINGER_S", "1"}}), 120);
+  });
+  json seen;
+  auto start = std::chrono::steady_clock::now();
+  while (seconds_since(start) < 60) {
+    json processes = gpu.top_json()["gpus"][0]["processes"];
+    if (processes.size() == 1 && processes[0]["iterations"] >= 50) {
+      seen = processes[0];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  job.join();
+  INFO(finished.err);
+  CHECK(finished.out == "done 60\n");
+  REQUIRE_FALSE(seen.is_null());
+  INFO(seen.dump());
+  CHECK(seen["memory_provisional"] == false);
+  uint64_t context = seen["context_bytes"];
+  CHECK(within(seen["persistent_bytes"], 1 * kGiB + context, 0.05));
+  CHECK(within(seen["ephemeral_bytes"], 3 * kGiB, 0.05));
+}
+
 TEST_CASE("a framework's cache is measured and given back at switches, so two caching jobs share one lane") {
   TestGpu gpu(8 * kGiB);
   const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_ADMIT_TIMEOUT_S", "15"}};

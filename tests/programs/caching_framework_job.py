@@ -20,7 +20,9 @@ all its memory alive (a slow first forward pass). With FRAMEWORK_POOL=1
 it is PyTorch's cudaMallocAsync backend instead: blocks come from the
 device's stream-ordered pool, which keeps all that is freed (release
 threshold UINT64_MAX); empty_cache() trims the pool; memory_reserved() is
-the pool's reserved size; an allocation failure is final.
+the pool's reserved size; an allocation failure is final. With
+FRAMEWORK_SILENT=1 it has no memory_allocated() or memory_reserved(): a
+cache gshare can empty but not ask.
 """
 
 import ctypes
@@ -137,6 +139,8 @@ torch = types.ModuleType("torch")
 torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, empty_cache=cache.empty,
                                    memory_allocated=lambda device=None: cache.allocated,
                                    memory_reserved=lambda device=None: cache.reserved)
+if os.environ.get("FRAMEWORK_SILENT") == "1":  # an allocator that cannot be asked
+    del torch.cuda.memory_allocated, torch.cuda.memory_reserved
 sys.modules["torch"] = torch
 
 
