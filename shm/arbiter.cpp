@@ -25,6 +25,14 @@ void wake_all(RegionHeader& h) {
 // The live jobs' figures for the lane planner, with `own` (if >= 0) taking
 // `own_p`/`own_e` instead of its slot's. Slots of dead owners not yet
 // reclaimed still count: over-counting is safe, and reclaim comes soon.
+// Room for every live job's LaneJob, left uninitialised: gather_lane_jobs
+// writes each one it uses, and constructing all 256 on every reservation
+// cost most of an allocation's time under gshare.
+union LaneJobs {
+  LaneJobs() {}
+  scheduler::LaneJob at[kMaxSlots];
+};
+
 int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
                      scheduler::LaneJob* jobs) {
   int n = 0;
@@ -88,7 +96,7 @@ bool holds_a_token_locked(const Region& r, int own) {
 // a boundary holds what it holds for good: nobody waits for it, unless
 // (`or_waiting`) it waits for the token, wanting to go on.
 bool lane_mate_goes_first_locked(const Region& r, int own, int lane, bool or_waiting) {
-  if (lane < 0 || lane >= int(kMaxLanes)) return false;
+  if (lane < 0 || lane >= int(kMaxLanes) || r.header.live_slots <= 1) return false;
   const uint64_t slack = unsettled_slack(r.header);
   const uint64_t mine = ephemeral_now(r.slots[own]);
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
@@ -268,7 +276,8 @@ ReserveResult Arbiter::reserve_allocation(uint64_t bytes, MemoryClass kind) {
 
 bool Arbiter::place_lanes_locked(bool widen, uint64_t* short_bytes) {
   Region& r = *file_.region;
-  scheduler::LaneJob jobs[kMaxSlots];
+  LaneJobs lane_jobs;
+  scheduler::LaneJob* jobs = lane_jobs.at;
   int n = gather_lane_jobs(r, -1, 0, 0, jobs);
   scheduler::LanePlan plan =
       widen ? scheduler::widen_lanes(jobs, n, r.header.capacity_bytes, int(kMaxLanes))
@@ -281,7 +290,7 @@ bool Arbiter::place_lanes_locked(bool widen, uint64_t* short_bytes) {
 bool Arbiter::lane_is_shared(int slot) const {
   const Region& r = *file_.region;
   uint32_t lane = r.slots[slot].lane;
-  if (lane >= kMaxLanes) return false;
+  if (lane >= kMaxLanes || r.header.live_slots <= 1) return false;
   for (uint32_t i = 0; i < kMaxSlots; ++i)
     if (int(i) != slot && r.slots[i].state == kSlotLive && r.slots[i].lane == lane) return true;
   return false;
@@ -320,7 +329,8 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
   uint64_t e_now = saturating_sub(s.reserved_bytes + bytes, p);
   uint64_t e = s.ephemeral_bytes > e_now ? s.ephemeral_bytes : e_now;
   bool grows = s.lane >= kMaxLanes || p > persistent_of(s) || e > ephemeral_of(s);
-  scheduler::LaneJob jobs[kMaxSlots];
+  LaneJobs lane_jobs;
+  scheduler::LaneJob* jobs = lane_jobs.at;
   int n = 0;
   scheduler::LanePlan plan;
   if (bytes > s.quota_bytes || s.reserved_bytes > s.quota_bytes - bytes) {
