@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "tests/multiprocess/harness.h"
@@ -217,20 +218,54 @@ TEST_CASE("kill -9 of a job frees its lane place: a waiting job is admitted with
 }
 
 namespace {
-// Two Python jobs with a caching allocator (tests/programs/
-// caching_framework_job.py: a fake `torch` module whose empty_cache() gives
-// the cache back), each P 1 GiB and E 3 GiB, on 8 GiB: one lane.
-std::vector<Finished> run_two_caching_jobs(const TestGpu& gpu, const Env& extra) {
-  std::vector<Finished> done(2);
+// tests/programs/caching_framework_job.py (a fake `torch` module whose
+// empty_cache() gives the cache back) with `args`: ITERATIONS P_MIB E_MIB
+// CHUNKS KERNEL_US [chunksync].
+std::vector<std::string> caching_job(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+// `count` such jobs at once, each run to its end.
+std::vector<Finished> run_caching_jobs(const TestGpu& gpu, int count, const std::vector<std::string>& args,
+                                       const Env& extra) {
+  std::vector<Finished> done(static_cast<size_t>(count));
   std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      done[i] = run_to_end({GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
-                            "200", "1024", "3072", "3", "2000"},
-                           gpu.environment(extra), 120);
-    });
+  for (int i = 0; i < count; ++i)
+    threads.emplace_back([&, i] { done[size_t(i)] = run_to_end(caching_job(args), gpu.environment(extra), 120); });
   for (std::thread& t : threads) t.join();
   return done;
+}
+
+// Two of them, each P 1 GiB and E 3 GiB, on 8 GiB: one lane.
+std::vector<Finished> run_two_caching_jobs(const TestGpu& gpu, const Env& extra) {
+  return run_caching_jobs(gpu, 2, {"200", "1024", "3072", "3", "2000"}, extra);
+}
+
+// One such job alone, run to its end into `finished`, with gshare-top's
+// view of it read every 50 ms meanwhile, each view shown to `look`: the
+// first view `look` says is enough, or null if none was within 60 s.
+json watch_caching_job(const TestGpu& gpu, const std::vector<std::string>& args, const Env& extra,
+                       const std::function<bool(const json&)>& look, Finished* finished) {
+  std::thread job([&] { *finished = run_to_end(caching_job(args), gpu.environment(extra), 120); });
+  json seen;
+  auto start = std::chrono::steady_clock::now();
+  while (seen.is_null() && seconds_since(start) < 60) {
+    json processes = gpu.top_json()["gpus"][0]["processes"];
+    if (processes.size() == 1 && look(processes[0])) seen = processes[0];
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  job.join();
+  return seen;
+}
+
+// A view's P and E, within 5% of 1 GiB (beside the context) and 3 GiB.
+void check_one_and_three_gib(const json& seen) {
+  INFO(seen.dump());
+  uint64_t context = seen["context_bytes"];
+  CHECK(within(seen["persistent_bytes"], 1 * kGiB + context, 0.05));
+  CHECK(within(seen["ephemeral_bytes"], 3 * kGiB, 0.05));
 }
 }  // namespace
 
@@ -240,30 +275,14 @@ TEST_CASE("a caching framework that syncs mid-iteration is classified from its o
   // the framework's figures tell the activations from the weights.
   TestGpu gpu(16 * kGiB);
   Finished finished;
-  std::thread job([&] {
-    finished = run_to_end({GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
-                           "40", "1024", "3072", "6", "2000", "chunksync"},
-                          gpu.environment(), 120);
-  });
-  json seen;
-  auto start = std::chrono::steady_clock::now();
-  while (seconds_since(start) < 60) {
-    json processes = gpu.top_json()["gpus"][0]["processes"];
-    if (processes.size() == 1 && processes[0]["classified_iterations"] >= 12) {
-      seen = processes[0];
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  job.join();
+  json seen = watch_caching_job(
+      gpu, {"40", "1024", "3072", "6", "2000", "chunksync"}, {},
+      [](const json& p) { return p["classified_iterations"] >= 12; }, &finished);
   INFO(finished.err);
   CHECK(finished.out == "done 40\n");
   REQUIRE_FALSE(seen.is_null());
-  INFO(seen.dump());
   CHECK(seen["memory_provisional"] == false);
-  uint64_t context = seen["context_bytes"];
-  CHECK(within(seen["persistent_bytes"], 1 * kGiB + context, 0.05));
-  CHECK(within(seen["ephemeral_bytes"], 3 * kGiB, 0.05));
+  check_one_and_three_gib(seen);
 }
 
 TEST_CASE("a caching framework that cannot be asked is measured by emptying its cache once") {
@@ -272,30 +291,14 @@ TEST_CASE("a caching framework that cannot be asked is measured by emptying its 
   // what survives is P.
   TestGpu gpu(16 * kGiB);
   Finished finished;
-  std::thread job([&] {
-    finished = run_to_end({GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
-                           "60", "1024", "3072", "3", "2000"},
-                          gpu.environment({{"FRAMEWORK_SILENT", "1"}, {"LINGER_S", "1"}}), 120);
-  });
-  json seen;
-  auto start = std::chrono::steady_clock::now();
-  while (seconds_since(start) < 60) {
-    json processes = gpu.top_json()["gpus"][0]["processes"];
-    if (processes.size() == 1 && processes[0]["iterations"] >= 50) {
-      seen = processes[0];
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  job.join();
+  json seen = watch_caching_job(
+      gpu, {"60", "1024", "3072", "3", "2000"}, {{"FRAMEWORK_SILENT", "1"}, {"LINGER_S", "1"}},
+      [](const json& p) { return p["iterations"] >= 50; }, &finished);
   INFO(finished.err);
   CHECK(finished.out == "done 60\n");
   REQUIRE_FALSE(seen.is_null());
-  INFO(seen.dump());
   CHECK(seen["memory_provisional"] == false);
-  uint64_t context = seen["context_bytes"];
-  CHECK(within(seen["persistent_bytes"], 1 * kGiB + context, 0.05));
-  CHECK(within(seen["ephemeral_bytes"], 3 * kGiB, 0.05));
+  check_one_and_three_gib(seen);
 }
 
 TEST_CASE("a framework's cache is measured and given back at switches, so two caching jobs share one lane") {
@@ -358,36 +361,21 @@ TEST_CASE("a framework's figures from the middle of an iteration do not raise P"
   // pauses there. Counting those activations in P would make the job look
   // settled in the middle of its iteration.
   TestGpu gpu(16 * kGiB);
-  const Env env{{"FRAMEWORK_POOL", "1"}, {"FIRST_STEP_PAUSE_S", "1.5"}};
   Finished finished;
-  std::thread job([&] {
-    finished = run_to_end({GSHARE_TEST_PYTHON, std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
-                           "150", "1024", "3072", "4", "2000", "chunksync"},
-                          gpu.environment(env), 120);
-  });
   uint64_t most_p = 0, context = 0;
-  json seen;
-  auto start = std::chrono::steady_clock::now();
-  while (seconds_since(start) < 60) {
-    json processes = gpu.top_json()["gpus"][0]["processes"];
-    if (processes.size() == 1) {
-      most_p = std::max(most_p, processes[0]["persistent_bytes"].get<uint64_t>());
-      context = processes[0]["context_bytes"];
-      if (processes[0]["classified_iterations"] >= 12) {
-        seen = processes[0];
-        break;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  job.join();
+  json seen = watch_caching_job(
+      gpu, {"150", "1024", "3072", "4", "2000", "chunksync"}, {{"FRAMEWORK_POOL", "1"}, {"FIRST_STEP_PAUSE_S", "1.5"}},
+      [&](const json& p) {
+        most_p = std::max(most_p, p["persistent_bytes"].get<uint64_t>());
+        context = p["context_bytes"];
+        return p["classified_iterations"] >= 12;
+      },
+      &finished);
   INFO(finished.err);
   CHECK(finished.out == "done 150\n");
   CHECK(most_p <= uint64_t((1 * kGiB + context) * 1.05));
   REQUIRE_FALSE(seen.is_null());
-  INFO(seen.dump());
-  CHECK(within(seen["persistent_bytes"], 1 * kGiB + context, 0.05));
-  CHECK(within(seen["ephemeral_bytes"], 3 * kGiB, 0.05));
+  check_one_and_three_gib(seen);
 }
 
 TEST_CASE("two PyTorch-like jobs over cudaMallocAsync pools that read values back mid-iteration share one lane") {
@@ -398,34 +386,18 @@ TEST_CASE("two PyTorch-like jobs over cudaMallocAsync pools that read values bac
   // on 8 GiB: they must take turns, each switched out with its activations
   // freed, and neither may fail an allocation.
   TestGpu gpu(8 * kGiB);
-  const std::string job = std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py";
+  const std::vector<std::string> args{"30", "1024", "3072", "4", "2000", "chunksync"};
   const Env env{{"FRAMEWORK_POOL", "1"}, {"FIRST_STEP_PAUSE_S", "1"}, {"GSHARE_ADMIT_TIMEOUT_S", "20"}};
-  std::vector<Finished> done(2);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      done[i] = run_to_end({GSHARE_TEST_PYTHON, job, "30", "1024", "3072", "4", "2000", "chunksync"},
-                           gpu.environment(env), 120);
-    });
-  for (std::thread& t : threads) t.join();
-  for (const Finished& f : done) {
+  for (const Finished& f : run_caching_jobs(gpu, 2, args, env)) {
     INFO(f.err);
     CHECK(f.out == "done 30\n");
   }
 
   SECTION("natively the second job's pool cannot grow") {
     TestGpu native(8 * kGiB);
-    const Env bare{{"FRAMEWORK_POOL", "1"}, {"LD_PRELOAD", ""}};
-    std::vector<Finished> alone(2);
-    std::vector<std::thread> natives;
-    for (int i = 0; i < 2; ++i)
-      natives.emplace_back([&, i] {
-        alone[i] = run_to_end({GSHARE_TEST_PYTHON, job, "30", "1024", "3072", "4", "2000", "chunksync"},
-                              native.environment(bare), 120);
-      });
-    for (std::thread& t : natives) t.join();
     int failed = 0;
-    for (const Finished& f : alone) failed += f.out.find("error 2") != std::string::npos;
+    for (const Finished& f : run_caching_jobs(native, 2, args, {{"FRAMEWORK_POOL", "1"}, {"LD_PRELOAD", ""}}))
+      failed += f.out.find("error 2") != std::string::npos;
     CHECK(failed >= 1);
   }
 }
