@@ -49,8 +49,8 @@
 // answers running agreed (a loop that syncs only at rest), or the window
 // is full: the first answers may all come from the middle of an
 // iteration, and a P that counted its activations would make the job look
-// settled there, and switched out holding them. E stays the peak of what the
-// process holds beyond P per iteration: the cache regrows to it. Limit: a
+// settled there, and switched out holding them. E stays the peak of what
+// the process holds beyond P per iteration: the cache regrows to it. Limit: a
 // loop that never syncs with its activations freed reads them as
 // persistent. At an iteration boundary gshare has the framework empty its
 // cache once (allocator/framework_caches.h) so that a set-up's cache does
@@ -61,9 +61,10 @@
 // emptying: what survives it is P, and memory born after it is not
 // promoted by age. One that answers is not: until it caches, lifetimes
 // are right, and an emptying may come mid-step (iterations found from
-// syncs may be out of phase), where it would make live memory persistent. Later emptyings give memory back without measuring:
-// they may come mid-iteration, where what survives is in use only until the
-// iteration ends.
+// syncs may be out of phase), where it would make live memory persistent.
+// Later emptyings give memory back without measuring: they may come
+// mid-iteration, where what survives is in use only until the iteration
+// ends.
 #pragma once
 
 #include <cstdint>

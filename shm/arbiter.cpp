@@ -22,9 +22,6 @@ void wake_all(RegionHeader& h) {
   futex_wake_all(&h.token_futex);
 }
 
-// The live jobs' figures for the lane planner, with `own` (if >= 0) taking
-// `own_p`/`own_e` instead of its slot's. Slots of dead owners not yet
-// reclaimed still count: over-counting is safe, and reclaim comes soon.
 // Room for every live job's LaneJob, left uninitialised: gather_lane_jobs
 // writes each one it uses, and constructing all 256 on every reservation
 // cost most of an allocation's time under gshare.
@@ -33,6 +30,9 @@ union LaneJobs {
   scheduler::LaneJob at[kMaxSlots];
 };
 
+// The live jobs' figures for the lane planner, with `own` (if >= 0) taking
+// `own_p`/`own_e` instead of its slot's. Slots of dead owners not yet
+// reclaimed still count: over-counting is safe, and reclaim comes soon.
 int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
                      scheduler::LaneJob* jobs) {
   int n = 0;
