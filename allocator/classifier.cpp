@@ -185,8 +185,7 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
   uint64_t p_before = s.persistent_bytes, e_before = s.ephemeral_bytes;
   uint32_t classified_before = s.class_iterations;
   s.persistent_bytes += promoted;
-  if (shm::persistent_of(s) > s.reserved_bytes)
-    s.persistent_bytes = saturating_sub(s.reserved_bytes, s.context_bytes);
+  shm::keep_persistent_within_held(s);
   // What was promoted lived through the whole iteration just ended (born
   // before its start, alive at its end), so it sat in that iteration's peak.
   uint64_t completed = saturating_sub(s.iteration_peak_bytes, promoted);

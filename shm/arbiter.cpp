@@ -69,14 +69,6 @@ bool admission_deadlocked_locked(const Region& r, int own) {
   return true;
 }
 
-// A job never holds more persistent memory than it holds: a P measured
-// from a framework's figures (allocator/classifier.h) may be stale when a
-// give-back trims below it, and a stale P would be promised space the
-// job no longer uses.
-void keep_persistent_within_held(Slot& s) {
-  if (persistent_of(s) > s.reserved_bytes) s.persistent_bytes = saturating_sub(s.reserved_bytes, s.context_bytes);
-}
-
 // What a job may hold in ephemeral memory and still count as settled.
 uint64_t unsettled_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 20, h.capacity_bytes / 64); }
 
@@ -540,7 +532,7 @@ void Arbiter::repair_locked() {
     if (s.admission > kWaitingForMemory) s.admission = kAdmitted;
     uint64_t floor = s.allocated_bytes + s.context_bytes;
     if (s.reserved_bytes < floor) s.reserved_bytes = floor;
-    if (persistent_of(s) > s.reserved_bytes) s.persistent_bytes = s.reserved_bytes - s.context_bytes;
+    keep_persistent_within_held(s);
     total += s.reserved_bytes;
     ++live;
   }

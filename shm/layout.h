@@ -198,6 +198,14 @@ static_assert(sizeof(Slot) == 576, "Slot layout changed: bump kLayoutVersion");
 // A job's memory classes, from its slot (allocator/classifier.h):
 // P, what stays resident across iterations;
 inline uint64_t persistent_of(const Slot& s) { return s.context_bytes + s.persistent_bytes; }
+// A job never holds more persistent memory than it holds: a P measured from
+// a framework's figures (allocator/classifier.h) may be stale when a
+// give-back trims below it, and a stale P would promise space the job no
+// longer uses.
+inline void keep_persistent_within_held(Slot& s) {
+  if (persistent_of(s) > s.reserved_bytes)
+    s.persistent_bytes = s.reserved_bytes > s.context_bytes ? s.reserved_bytes - s.context_bytes : 0;
+}
 // what it holds beyond P now: ephemeral memory, in use or cached;
 inline uint64_t ephemeral_now(const Slot& s) {
   uint64_t p = persistent_of(s);
