@@ -37,27 +37,53 @@ constexpr double MiB = 1024.0 * 1024.0;
 
 uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-// Ephemeral memory belongs to the running job: one that does not hold its
-// token takes its turn first, even alone on the GPU (a job that comes
-// later then finds the one mid-iteration holding the token). Two jobs that
-// take turns then never each hold part of the same ephemeral space while
-// waiting for the rest.
-void take_turn(Arbiter& arbiter, MemoryClass kind) {
-  if (kind != MemoryClass::kEphemeral) return;
+// Ephemeral memory is taken in turn: a job that does not hold its token
+// waits for it first, even alone on the GPU (a job that comes later then
+// finds the one mid-iteration holding the token). True once it holds it;
+// false at the deadline.
+bool take_turn(Arbiter& arbiter, MemoryClass kind, uint64_t deadline_ns) {
+  if (kind != MemoryClass::kEphemeral) return true;
   // Its iteration's first ephemeral allocation is where a holder asked to
   // yield may hand over: its last iteration's memory is free.
   if (scheduler::holds_token(arbiter)) scheduler::end_slice_between_iterations(arbiter);
-  if (scheduler::holds_token(arbiter)) return;
-  scheduler::wait_for_token(arbiter, answer_release_requests);
+  if (scheduler::holds_token(arbiter)) return true;
+  return scheduler::wait_for_token(arbiter, answer_release_requests, deadline_ns);
+}
+
+bool must_wait(ReserveStatus status) {
+  return status == ReserveStatus::kInadmissible || status == ReserveStatus::kOverCapacity ||
+         status == ReserveStatus::kLaneBusy;
 }
 
 shm::AdmissionState state_of(ReserveStatus status) {
-  return status == ReserveStatus::kInadmissible ? shm::kWaitingForAdmission : shm::kWaitingForMemory;
+  if (status == ReserveStatus::kInadmissible) return shm::kWaitingForAdmission;
+  return status == ReserveStatus::kLaneBusy ? shm::kWaitingForLane : shm::kWaitingForMemory;
 }
 
 uint64_t short_of(const ReserveResult& r, uint64_t bytes) {
   if (r.status == ReserveStatus::kInadmissible) return saturating_sub(r.in_use_bytes, r.limit_bytes);
   return saturating_sub(r.in_use_bytes + bytes, r.limit_bytes);
+}
+
+// The job that holds what a waiter waits for, as far as one can tell: the
+// lane's holder; else the live job, not running, holding the most
+// ephemeral memory (cache to give back, or an iteration to end); else the
+// one holding the most memory. -1: none.
+int blocker_of(const Region& r, int own, const ReserveResult& result) {
+  if (result.blocked_by >= 0) return result.blocked_by;
+  int best = -1;
+  uint64_t most = 0;
+  const bool by_ephemeral = result.status != ReserveStatus::kInadmissible;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) == own || s.state != shm::kSlotLive) continue;
+    uint64_t held = by_ephemeral ? shm::ephemeral_now(s) : s.reserved_bytes;
+    if (held > most) {
+      most = held;
+      best = int(i);
+    }
+  }
+  return best;
 }
 
 // Jobs asked to give back cache, and the request number each must answer.
@@ -85,24 +111,6 @@ void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
   shm::futex_wake_all(&r.header.token_futex);
 }
 
-// Whether the waiter may step aside: only while it holds no ephemeral
-// memory of its own. Otherwise another job given its turn could take part
-// of what the waiter still needs, and each would wait for the other's part.
-bool stepping_aside_helps(const Arbiter& arbiter) {
-  return shm::ephemeral_now(arbiter.region()->slots[arbiter.own_slot()]) == 0;
-}
-
-bool releases_answered(const Arbiter& arbiter, const Requests& q) {
-  const Region& r = *arbiter.region();
-  for (uint32_t i = 0; i < kMaxSlots; ++i) {
-    if (!q.asked[i]) continue;
-    const Slot& s = r.slots[i];
-    if (s.state != shm::kSlotLive) continue;
-    if (int32_t(s.release_acks - q.wanted[i]) < 0 && arbiter.slot_is_live(int(i))) return false;
-  }
-  return true;
-}
-
 void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
                       const ReserveResult& r) {
   if (r.status == ReserveStatus::kInadmissible) {
@@ -114,19 +122,38 @@ void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
                 double(r.limit_bytes) / MiB, double(short_of(r, bytes)) / MiB, g_timeout_s);
   } else {
     if (g_told_turn.exchange(true)) return;
-    GSHARE_INFO("%s of %.1f MiB on GPU %s waits for memory held by other jobs (%.1f MiB of "
-                "%.1f MiB reserved): jobs in one lane take turns with their ephemeral memory",
-                call, double(bytes) / MiB, device.uuid, double(r.in_use_bytes) / MiB,
-                double(r.limit_bytes) / MiB);
+    GSHARE_INFO("%s of %.1f MiB on GPU %s waits for %s (%.1f MiB of %.1f MiB reserved): jobs in "
+                "one lane take turns with their ephemeral memory",
+                call, double(bytes) / MiB, device.uuid,
+                r.status == ReserveStatus::kLaneBusy ? "its lane-mate's iteration to end"
+                                                     : "memory held by other jobs",
+                double(r.in_use_bytes) / MiB, double(r.limit_bytes) / MiB);
   }
 }
+
+// The condition that was still not met when a wait gave up.
+const char* why_waited(const ReserveResult& r) {
+  switch (r.status) {
+    case ReserveStatus::kInadmissible:
+      return "the safety condition sum(P) + sum over lanes of max(E) <= capacity still failed";
+    case ReserveStatus::kLaneBusy:
+      return "another job of its lane still held the lane's ephemeral space";
+    default: return "the memory was still held by other jobs";
+  }
+}
+
+// How long an allocation waits for its turn: GSHARE_ADMIT_TIMEOUT_S, or
+// with 0 (memory waits answer at once) the default, 600 s: a turn is the
+// policy's to give, not a shortage, but no wait is endless.
+uint64_t turn_wait_ns() { return uint64_t((g_timeout_s > 0 ? g_timeout_s : 600.0) * 1e9); }
 
 }  // namespace
 
 void configure_admission(const Options& options) { g_timeout_s = options.admit_timeout_s; }
 
 void take_turn_without_memory(Device& device) {
-  if (device.account.shared()) take_turn(device.account.arbiter(), MemoryClass::kEphemeral);
+  if (device.account.shared())
+    take_turn(device.account.arbiter(), MemoryClass::kEphemeral, shm::mono_now_ns() + turn_wait_ns());
 }
 
 bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
@@ -143,13 +170,10 @@ bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
   const uint64_t deadline = *started_ns + uint64_t(g_timeout_s * 1e9);
   Arbiter& arbiter = account.arbiter();
   Region& r = *arbiter.region();
-  Slot& me = *account.slot();
   Requests requests;
   arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
-  if (scheduler::holds_token(arbiter) && stepping_aside_helps(arbiter)) scheduler::step_aside(arbiter);
-  // Busy, not idle, while waiting: a holder mid-iteration that lost its
-  // token here would leave its memory split with the next job's.
-  me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  // The resource order: a job waiting for memory holds no token.
+  if (scheduler::holds_token(arbiter)) scheduler::step_aside(arbiter);
   bool freed = false;
   while (now < deadline && !freed) {
     uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
@@ -159,10 +183,17 @@ bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
     if (!freed) shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
     now = shm::mono_now_ns();
   }
-  me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
   return freed;
 }
 
+// The resource order (README, "How it works"): lane space, then the launch
+// token. A job may wait for its token while it holds its lane's space, but
+// a job that waits for anything else (admission, its lane's space, memory)
+// holds no token: it steps aside first, and competes again only once the
+// reservation would be granted. The holder of the token therefore never
+// waits on a job that needs the token, the lane's holder goes first when
+// it wants the token (scheduler/token.cpp), and every wait ends by
+// GSHARE_ADMIT_TIMEOUT_S.
 ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t allocations,
                     MemoryClass kind) {
   DeviceAccount& account = device.account;
@@ -173,91 +204,95 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
   Arbiter& arbiter = account.arbiter();
   Region& r = *arbiter.region();
   Slot& me = *account.slot();
-  take_turn(arbiter, kind);
-  ReserveResult result = reserve();
-  if (result.status != ReserveStatus::kInadmissible && result.status != ReserveStatus::kOverCapacity)
-    return result;
-  if (g_timeout_s <= 0) return result;
-
   const uint64_t start = shm::mono_now_ns();
-  const uint64_t deadline = start + uint64_t(g_timeout_s * 1e9);
-  tell_wait_begins(device, call, bytes, result);
-  arbiter.update([&] {
-    me.admission = state_of(result.status);
-    me.admission_since_mono_ns = start;
-    me.admission_bytes = bytes;
-    me.admission_short_bytes = short_of(result, bytes);
-    me.admission_waits++;
-    r.header.memory_waiters++;
-  });
-  // Busy, not idle, while waiting: a holder waiting for cache to come back
-  // keeps its turn (scheduler/token.h's idle rule).
-  me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t deadline = start + uint64_t(std::max(0.0, g_timeout_s) * 1e9);
+  const uint64_t turn_deadline = start + turn_wait_ns();
+  ReserveResult result{ReserveStatus::kOverCapacity, r.header.capacity_bytes, r.header.reserved_bytes};
+  bool waiting = false;
+  bool turn_timed_out = false;
   Requests requests;
-  bool aside = false;
   uint64_t now = start;
   for (;;) {
-    uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
-    answer_release_requests();
-    if (result.status == ReserveStatus::kInadmissible) {
-      // Not mid-iteration (shm::Arbiter::holds_unsettled_memory): the
-      // others may run, and shrink or end, meanwhile.
-      if (!aside && !arbiter.holds_unsettled_memory(arbiter.own_slot())) {
-        scheduler::step_aside(arbiter);
-        aside = true;
-      }
-    } else if (!requests.any || now - requests.at_ns >= kAskAgainNs) {
-      // Asked first, even a lane-mate that goes first: what it holds may be
-      // cache (a pool's, a framework's), not an iteration's live memory.
-      arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
-    } else if (!aside && arbiter.lane_mate_goes_first()) {
-      // A lane-mate is mid-iteration: it needs the token to finish and
-      // free the lane's space, whatever this job holds meanwhile.
-      scheduler::step_aside(arbiter);
-      aside = true;
-    } else if (!aside && releases_answered(arbiter, requests) && scheduler::holds_token(arbiter) &&
-               stepping_aside_helps(arbiter)) {
-      // What is short is in real use by jobs that are not running: let
-      // them run and free it. Otherwise it keeps its turn: a job switched
-      // out at an iteration boundary frees its part without the token.
-      scheduler::step_aside(arbiter);
-      aside = true;
-    }
-    if (now >= deadline) break;
-    shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
-    if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
-    now = shm::mono_now_ns();
-    if (aside && result.status == ReserveStatus::kOverCapacity) {
-      // Compete for the token again only once the bytes could fit.
-      if (r.header.reserved_bytes + bytes > r.header.capacity_bytes) continue;
-      me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
-      take_turn(arbiter, kind);
-      me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
-      aside = false;
-      requests.any = false;
+    if (!take_turn(arbiter, kind, std::max(deadline, turn_deadline))) {
+      turn_timed_out = true;
+      break;
     }
     result = reserve();
-    if (result.status != ReserveStatus::kInadmissible && result.status != ReserveStatus::kOverCapacity)
-      break;
+    now = shm::mono_now_ns();
+    if (!must_wait(result.status) || now >= deadline) break;
+    // Waiting for the lane's space or for memory, the job stays a contender
+    // for the token, so that the holder ends its slice at its next boundary
+    // and gives its cache back; the token, if it comes, is taken only to
+    // try again. Waiting for admission (others to shrink or leave), it does
+    // not compete at all.
+    const bool contends = result.status != ReserveStatus::kInadmissible;
+    uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
+    if (scheduler::holds_token(arbiter) || !contends) scheduler::step_aside(arbiter, contends);
+    if (!waiting) {
+      tell_wait_begins(device, call, bytes, result);
+      waiting = true;
+    }
     arbiter.update([&] {
+      if (me.admission == shm::kAdmitted) {
+        me.admission_since_mono_ns = start;
+        me.admission_bytes = bytes;
+        me.admission_waits++;
+        r.header.memory_waiters++;
+      }
       me.admission = state_of(result.status);
       me.admission_short_bytes = short_of(result, bytes);
+      me.blocked_by = uint32_t(blocker_of(r, arbiter.own_slot(), result) + 1);
+    });
+    if (contends && (!requests.any || now - requests.at_ns >= kAskAgainNs))
+      arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
+    answer_release_requests();
+    if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
+    if (contends) {
+      // Until something changes (a grant, memory given back), then the
+      // token again: the policy decides when it comes.
+      shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
+      now = shm::mono_now_ns();
+      continue;
+    }
+    // Until the reservation would be granted.
+    for (;;) {
+      seen = r.header.token_futex.load(std::memory_order_acquire);
+      answer_release_requests();
+      if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
+      result = arbiter.would_reserve(bytes, kind);
+      now = shm::mono_now_ns();
+      if (!must_wait(result.status) || now >= deadline) break;
+      shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
+    }
+    if (now >= deadline && must_wait(result.status)) break;
+    requests.any = false;
+  }
+  const bool timed_out = turn_timed_out || must_wait(result.status);
+  if (waiting || timed_out) {
+    arbiter.update([&] {
+      if (me.admission != shm::kAdmitted && r.header.memory_waiters > 0) r.header.memory_waiters--;
+      me.admission = shm::kAdmitted;
+      me.admission_since_mono_ns = 0;
+      me.admission_bytes = me.admission_short_bytes = 0;
+      me.blocked_by = 0;
+      if (timed_out && g_timeout_s > 0) {
+        me.admission_timeouts++;
+        r.header.admission_timeouts++;
+      }
     });
   }
-  me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
-  arbiter.update([&] {
-    me.admission = shm::kAdmitted;
-    me.admission_since_mono_ns = 0;
-    me.admission_bytes = me.admission_short_bytes = 0;
-    if (r.header.memory_waiters > 0) r.header.memory_waiters--;
-  });
   double waited_s = double(shm::mono_now_ns() - start) / 1e9;
+  if (turn_timed_out) {
+    GSHARE_WARN("%s of %.1f MiB on GPU %s gave up after %.1f s waiting for its turn "
+                "(GSHARE_ADMIT_TIMEOUT_S=%g): other jobs held the GPU",
+                call, double(bytes) / MiB, device.uuid, waited_s, g_timeout_s);
+    return {ReserveStatus::kOverCapacity, r.header.capacity_bytes, r.header.reserved_bytes};
+  }
   if (result.status == ReserveStatus::kGranted) {
     if (waited_s >= 1) GSHARE_INFO("%s on GPU %s admitted after %.1f s", call, device.uuid, waited_s);
-  } else if (result.status == ReserveStatus::kInadmissible ||
-             result.status == ReserveStatus::kOverCapacity) {
-    GSHARE_WARN("%s on GPU %s gave up waiting after %.1f s (GSHARE_ADMIT_TIMEOUT_S=%g)", call,
-                device.uuid, waited_s, g_timeout_s);
+  } else if (timed_out && g_timeout_s > 0) {
+    GSHARE_WARN("%s of %.1f MiB on GPU %s gave up waiting after %.1f s (GSHARE_ADMIT_TIMEOUT_S=%g): %s",
+                call, double(bytes) / MiB, device.uuid, waited_s, g_timeout_s, why_waited(result));
   }
   return result;
 }

@@ -190,7 +190,7 @@ LanePlan with_provisional_together(LaneJob* jobs, int count, Plan&& plan) {
     ++provisional;
     if (first < 0 || (jobs[first].lane == kNoLane && jobs[i].lane != kNoLane)) first = i;
   }
-  if (provisional <= 1) return plan(jobs, count);
+  if (provisional == 0) return plan(jobs, count);
   LaneJob folded[kMaxJobs];
   int position[kMaxJobs];  // where each job stands in `folded`
   int n = 0, together = -1;
@@ -213,6 +213,15 @@ LanePlan with_provisional_together(LaneJob* jobs, int count, Plan&& plan) {
   }
   LanePlan result = plan(folded, n);
   if (!result.fits) return result;
+  // Their E is not known yet, only what they hold so far: planned in a lane
+  // of their own, they could grow past it beside a job mid-iteration in
+  // another. They share the lane of the largest learned E instead, which
+  // keeps the sum as low or lower.
+  int largest = -1;
+  for (int i = 0; i < n; ++i)
+    if (i != together && folded[i].lane >= 0 && (largest < 0 || folded[i].ephemeral > folded[largest].ephemeral))
+      largest = i;
+  if (largest >= 0) folded[together].lane = folded[largest].lane;
   result.moved = 0;
   for (int i = 0; i < count; ++i) {
     int lane = folded[position[i]].lane;

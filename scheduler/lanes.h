@@ -20,7 +20,8 @@
 // take turns in one. The largest k that fits is taken. Jobs keep their
 // lane numbers where they can, so that a re-forming moves few jobs.
 // Provisional jobs are planned as one job (P their sum, E their largest)
-// and share its lane.
+// and share the lane of the largest learned E: what they hold so far is
+// no measure of what they will need.
 #pragma once
 
 #include <cstdint>

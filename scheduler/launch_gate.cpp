@@ -86,16 +86,14 @@ void note_in_flight(CUstream stream) {
 }
 
 // The holder was asked to yield: may this launch be where its slice ends?
-// Not in a shared lane: there the next job needs the ephemeral memory that
-// this one holds until its iteration ends, which a sync marks (a launch
-// boundary or a slice past its limit may fall mid-iteration, and two jobs
-// each holding part of one lane's space would wait for each other).
+// Once the slice is past its limit, yes: no job keeps the GPU longer,
+// whether or not it syncs (its lane's space stays its own, shm/arbiter.h).
+// Before, not in a shared lane: there the next job needs the ephemeral
+// memory that this one holds until its iteration ends, which a sync marks.
 bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* function) {
+  if (slice_past_limit(own_token(arbiter), *slot, shm::mono_now_ns())) return true;
   if (arbiter.lane_is_shared() || arbiter.holds_unsettled_memory(arbiter.own_slot())) return false;
-  if (iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed)))
-    return true;
-  uint64_t end = own_token(arbiter).slice_end_mono_ns;
-  return end != UINT64_MAX && shm::mono_now_ns() >= end + slot->slice_max_ns;
+  return iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed));
 }
 
 }  // namespace

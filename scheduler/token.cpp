@@ -340,6 +340,15 @@ bool slice_end_unasked(const shm::Token& token, const Slot& holder, uint64_t now
   return now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield);
 }
 
+}  // namespace
+
+bool slice_past_limit(const shm::Token& token, const Slot& holder, uint64_t now) {
+  return token.slice_end_mono_ns != kForever && now >= token.slice_end_mono_ns &&
+         now - token.slice_end_mono_ns >= holder.slice_max_ns;
+}
+
+namespace {
+
 // The job wants the token: it becomes active (waiting) if it was idle.
 void mark_waiting_locked(Arbiter& arbiter, uint64_t now) {
   Region& r = *arbiter.region();
@@ -404,7 +413,7 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
                 policy_name(asked), gpu_uuid, policy_name(running), policy_name(running));
 }
 
-void wait_for_token(Arbiter& arbiter, void (*while_waiting)()) {
+bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline_ns) {
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
   const int own = arbiter.own_slot();
@@ -412,9 +421,13 @@ void wait_for_token(Arbiter& arbiter, void (*while_waiting)()) {
   HolderWatch watch;
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
-    if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) return;
+    if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) return true;
     if (while_waiting) while_waiting();
     uint64_t now = shm::mono_now_ns();
+    if (now >= deadline_ns) {
+      step_aside(arbiter);  // stops waiting; gives the token on should it have come meanwhile
+      return false;
+    }
     // Lanes may be re-formed while we wait: look up our token every time.
     const shm::Token& token = h.tokens[token_index(r, own)];
     // A waiter found idle (its grant came while it slept) asks again.
@@ -448,6 +461,7 @@ void wait_for_token(Arbiter& arbiter, void (*while_waiting)()) {
     uint64_t sleep = std::min(kMaxSleepNs, idle_left);
     uint64_t slice_end = token.slice_end_mono_ns;
     if (slice_end > now) sleep = std::min(sleep, slice_end - now);
+    sleep = std::min(sleep, deadline_ns - now);
     shm::futex_wait(&h.token_futex, seen, std::max(sleep, kMinSleepNs));
   }
 }
@@ -462,7 +476,10 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     uint64_t now = shm::mono_now_ns();
     int k = token_index(r, own);
     if (holder_slot_locked(arbiter, k) != own) return;
-    if (!drained && arbiter.holds_unsettled_memory(own)) return;  // yields at a later boundary
+    // Mid-iteration it yields at a later boundary, unless the slice is past
+    // its limit: every slice ends within GSHARE_SLICE_MAX_MS of its end.
+    if (!drained && arbiter.holds_unsettled_memory(own) && !slice_past_limit(r.header.tokens[k], me, now))
+      return;
     Policy policy = region_policy(r.header);
     gather_locked(arbiter, k, t);
     account_locked(arbiter, k, &t, now);
@@ -494,18 +511,21 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
 
 // Makes the holder inactive and gives its token to the next job, or to
 // nobody. Under the lock.
-static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current, uint64_t now) {
+static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current, uint64_t now,
+                              bool still_waiting) {
+  const shm::JobState after = still_waiting ? shm::kJobWaiting : shm::kJobIdle;
   t.jobs[current].active = false;
   int next = pick_locked(arbiter, region_policy(arbiter.region()->header), t, -1);
   if (next >= 0) {
-    grant_locked(arbiter, k, t, next, shm::kJobIdle, now);
+    grant_locked(arbiter, k, t, next, after, now);
     return;
   }
   Region& r = *arbiter.region();
   Slot& me = r.slots[arbiter.own_slot()];
   account_locked(arbiter, k, &t, now);
   me.gate.store(shm::kGateClosed, std::memory_order_release);
-  me.job_state = shm::kJobIdle;
+  me.job_state = after;
+  if (still_waiting) me.wait_since_mono_ns = now;
   r.header.tokens[k].holder = 0;
   wake_waiters(r.header);
 }
@@ -533,20 +553,22 @@ void lend_while_idle(Arbiter& arbiter) {
   });
 }
 
-void step_aside(Arbiter& arbiter) {
+void step_aside(Arbiter& arbiter, bool still_waiting) {
   JobTable t;
   Region& r = *arbiter.region();
   int own = arbiter.own_slot();
   arbiter.update([&] {
     int k = token_index(r, own);
     Slot& me = r.slots[own];
+    uint64_t now = shm::mono_now_ns();
     if (holder_slot_locked(arbiter, k) != own) {
-      if (me.job_state == shm::kJobWaiting) me.job_state = shm::kJobIdle;
+      if (still_waiting) mark_waiting_locked(arbiter, now);
+      else if (me.job_state == shm::kJobWaiting) me.job_state = shm::kJobIdle;
       return;
     }
     gather_locked(arbiter, k, t);
     int current = t.index(own);
-    if (current >= 0) step_aside_locked(arbiter, k, t, current, shm::mono_now_ns());
+    if (current >= 0) step_aside_locked(arbiter, k, t, current, now, still_waiting);
   });
 }
 

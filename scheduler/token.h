@@ -60,16 +60,22 @@ JobSettings job_settings(const Options& options);
 void join_token(shm::Arbiter& arbiter, const JobSettings& settings, const char* gpu_uuid);
 
 // Blocks until this job holds its token (the GPU's, or its lane's under
-// pack). `while_waiting`, if given, runs at every wake-up: a waiter answers
-// requests to give back cached memory (allocator/admission.h).
-void wait_for_token(shm::Arbiter& arbiter, void (*while_waiting)() = nullptr);
+// pack), or until `deadline_ns` (monotonic), when it stops waiting and
+// returns false. `while_waiting`, if given, runs at every wake-up: a
+// waiter answers requests to give back cached memory (allocator/admission.h).
+bool wait_for_token(shm::Arbiter& arbiter, void (*while_waiting)() = nullptr,
+                    uint64_t deadline_ns = UINT64_MAX);
+
+// Whether the holder's slice has run GSHARE_SLICE_MAX_MS past its end:
+// then it ends at the holder's next launch or sync, mid-iteration or not.
+bool slice_past_limit(const shm::Token& token, const shm::Slot& holder, uint64_t now);
 
 // The holder is at a point where it may hand over (its slice is over, and it
 // is at an iteration boundary or past the slice's limit). Gives the token to
 // the job the policy picks, which may be this one again. Under strict
 // handover, `drain` runs first, with the gate closed. A holder with
 // unsettled memory (Arbiter::holds_unsettled_memory) keeps the token and
-// yields at a later boundary. (Idle, it loses the token like any job: it
+// yields at a later boundary, or once the slice is past its limit. (Idle, it loses the token like any job: it
 // may never come back. If it does, it is served first, and a job that
 // waits for the memory it holds steps aside for it.)
 void end_slice(shm::Arbiter& arbiter, void (*drain)());
@@ -79,9 +85,11 @@ void end_slice(shm::Arbiter& arbiter, void (*drain)());
 void lend_while_idle(shm::Arbiter& arbiter);
 
 // The job cannot go on (it waits for memory held by a job that must run to
-// free it): it stops competing for its token and hands it on if it holds
-// it. It competes again at its next wait_for_token.
-void step_aside(shm::Arbiter& arbiter);
+// free it): it hands its token on if it holds it. With `still_waiting` it
+// stays a contender (the policy may grant it the token again, and counts
+// it when the holder's slice ends); otherwise it stops competing until its
+// next wait_for_token.
+void step_aside(shm::Arbiter& arbiter, bool still_waiting = false);
 
 // Whether this job holds its token now (a racy read: for decisions the
 // owner alone makes about itself).

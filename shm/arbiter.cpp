@@ -46,6 +46,18 @@ int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
     j.lane = s.lane < kMaxLanes ? int(s.lane) : scheduler::kNoLane;
     j.provisional = s.class_iterations < 2;
   }
+  // A provisional job's E is not known yet, and what it holds may all stay
+  // (weights not yet classified): it counts as P, and its E as the largest
+  // learned one. So a newcomer that cannot fit beside the others waits at
+  // its first allocations, before it holds what they need.
+  uint64_t learned_e = 0;
+  for (int k = 0; k < n; ++k)
+    if (!jobs[k].provisional) learned_e = std::max(learned_e, jobs[k].ephemeral);
+  for (int k = 0; k < n; ++k) {
+    if (!jobs[k].provisional || learned_e == 0) continue;
+    jobs[k].persistent += jobs[k].ephemeral;
+    jobs[k].ephemeral = learned_e;
+  }
   return n;
 }
 
@@ -69,36 +81,108 @@ bool admission_deadlocked_locked(const Region& r, int own) {
   return true;
 }
 
-// What a job may hold in ephemeral memory and still count as settled.
-uint64_t unsettled_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 20, h.capacity_bytes / 64); }
+// What a job may hold in ephemeral memory and still count as between
+// iterations: leftovers such as a value read back, a small cache.
+uint64_t lane_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 20, h.capacity_bytes / 64); }
 
-bool holds_a_token_locked(const Region& r, int own) {
-  for (uint32_t k = 0; k < kMaxLanes; ++k)
-    if (r.header.tokens[k].holder == uint32_t(own) + 1 &&
-        r.header.tokens[k].holder_generation == r.slots[own].generation)
-      return true;
-  return false;
+// A lane's holder that sits idle (the token neither held nor wanted, no
+// memory waited for, no thread in a host sync) holds its space no longer:
+// a program that allocates and then waits for its user, or a framework's
+// cache left behind, must not keep its lane-mates out. What it holds still
+// counts against the capacity, and is asked back when short.
+bool lane_holder_settled(const Slot& s) {
+  return s.job_state == kJobIdle && s.admission == kAdmitted && s.gpu_waits.load(std::memory_order_relaxed) == 0;
 }
 
-// Whether a job in `lane` other than `own` is in the middle of an
-// iteration (it iterates: a boundary has been seen; and it holds unsettled
-// memory, Arbiter::holds_unsettled_memory) and goes first: `own` is not,
-// or holds less (ties: the lower slot). Of two such jobs one finishes
-// first instead of both waiting for each other. A job that never reached
-// a boundary holds what it holds for good: nobody waits for it, unless
-// (`or_waiting`) it waits for the token, wanting to go on.
-bool lane_mate_goes_first_locked(const Region& r, int own, int lane, bool or_waiting) {
-  if (lane < 0 || lane >= int(kMaxLanes) || r.header.live_slots <= 1) return false;
-  const uint64_t slack = unsettled_slack(r.header);
-  const uint64_t mine = ephemeral_now(r.slots[own]);
-  for (uint32_t i = 0; i < kMaxSlots; ++i) {
-    const Slot& s = r.slots[i];
-    if (int(i) == own || s.state != kSlotLive || int(s.lane) != lane) continue;
-    if (s.class_iterations == 0 && !(or_waiting && s.job_state == kJobWaiting)) continue;
-    uint64_t theirs = ephemeral_now(s);
-    if (theirs > slack && (mine <= slack || theirs > mine || (theirs == mine && int(i) < own))) return true;
+// Calls fn(i) for each live slot until it returns false, stopping once all
+// of header.live_slots were seen: slots are claimed lowest first, so an
+// allocation's scan touches the live slots' cache lines, not 256 slots'.
+template <class Fn>
+void for_live_slots(const Region& r, Fn&& fn) {
+  uint32_t left = r.header.live_slots;
+  for (uint32_t i = 0; i < kMaxSlots && left > 0; ++i) {
+    if (r.slots[i].state != kSlotLive) continue;
+    --left;
+    if (!fn(i)) return;
   }
-  return false;
+}
+
+// Whether slot `i` holds its lane's ephemeral space now (Arbiter::holds_lane_space).
+bool holds_lane_space_locked(const Region& r, int i) {
+  const Slot& s = r.slots[i];
+  if (s.state != kSlotLive || s.lane_holder_since_mono_ns == 0) return false;
+  if (ephemeral_now(s) <= lane_slack(r.header)) return false;
+  return !lane_holder_settled(s);
+}
+
+// The other job of `lane` that holds the lane's space, or -1. Should lanes
+// hold two holders (a re-forming that could not wait, see
+// plan_keeps_holders_apart), the earlier holder goes first and the later
+// one waits: of two jobs each holding part of one space, one finishes.
+int lane_holder_other_than(const Region& r, int own, uint32_t lane) {
+  if (lane >= kMaxLanes) return -1;
+  const Slot& me = r.slots[own];
+  const bool own_holds = holds_lane_space_locked(r, own);
+  int other = -1;
+  for_live_slots(r, [&](uint32_t i) {
+    if (int(i) == own || r.slots[i].lane != lane || !holds_lane_space_locked(r, int(i))) return true;
+    const Slot& s = r.slots[i];
+    if (!own_holds || s.lane_holder_since_mono_ns < me.lane_holder_since_mono_ns ||
+        (s.lane_holder_since_mono_ns == me.lane_holder_since_mono_ns && int(i) < own))
+      other = int(i);
+    return other < 0;
+  });
+  return other;
+}
+
+// The holder that became one first, of all lanes: the one job that may
+// finish its iteration past what the lanes planned for it (it grew past its
+// learned E), on the bytes really free. Two holders growing at once would
+// each wait for the other's memory.
+int first_holder_locked(const Region& r) {
+  int first = -1;
+  for_live_slots(r, [&](uint32_t i) {
+    if (holds_lane_space_locked(r, int(i)) &&
+        (first < 0 || r.slots[i].lane_holder_since_mono_ns < r.slots[first].lane_holder_since_mono_ns))
+      first = int(i);
+    return true;
+  });
+  return first;
+}
+
+// `own` becomes its lane's holder; former holders that no longer hold the
+// space lose the title.
+void take_lane_space_locked(Region& r, int own, uint64_t now) {
+  Slot& me = r.slots[own];
+  if (me.lane_holder_since_mono_ns == 0) me.lane_holder_since_mono_ns = now;
+  for_live_slots(r, [&](uint32_t i) {
+    Slot& s = r.slots[i];
+    if (int(i) != own && s.lane == me.lane && s.lane_holder_since_mono_ns != 0 &&
+        !holds_lane_space_locked(r, int(i)))
+      s.lane_holder_since_mono_ns = 0;
+    return true;
+  });
+}
+
+// A holder whose ephemeral memory fell to the slack frees its lane's space.
+void drop_lane_space_if_free(const RegionHeader& h, Slot& s) {
+  if (s.lane_holder_since_mono_ns != 0 && ephemeral_now(s) <= lane_slack(h)) s.lane_holder_since_mono_ns = 0;
+}
+
+// Whether `jobs` (a lane plan) keeps every lane to one holder. Re-forming
+// lanes under two jobs that each hold part of their lanes' space would
+// leave each waiting for the other's part: such a re-forming waits until
+// one of them has ended its iteration.
+bool plan_keeps_holders_apart(const Region& r, const scheduler::LaneJob* jobs, int n) {
+  int holder_of[kMaxLanes];
+  for (int& h : holder_of) h = -1;
+  for (int k = 0; k < n; ++k) {
+    if (jobs[k].lane < 0 || jobs[k].lane >= int(kMaxLanes)) continue;
+    if (!holds_lane_space_locked(r, jobs[k].id)) continue;
+    if (holder_of[jobs[k].lane] >= 0) return false;
+    holder_of[jobs[k].lane] = jobs[k].id;
+  }
+  return true;
 }
 
 bool tokens_follow_lanes(const RegionHeader& h) {
@@ -179,6 +263,8 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.switched_in_mono_ns = 0;
     s.switches = s.switch_ns = s.last_switch_ns = 0;
     s.handover_began_mono_ns = 0;
+    s.admission_timeouts = 0;
+    s.lane_holder_since_mono_ns = 0;
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);
@@ -226,6 +312,7 @@ void Arbiter::free_slot_locked(int index) {
   s.persistent_bytes = s.ephemeral_bytes = 0;
   s.allocation_count = 0;
   s.lane = kNoLane;
+  s.lane_holder_since_mono_ns = 0;
   s.state = kSlotFree;
   if (h.live_slots > 0) h.live_slots--;
   // Its lane place is free: the others may spread into more lanes, and
@@ -248,6 +335,13 @@ void Arbiter::release_slot() {
 ReserveResult Arbiter::reserve(uint64_t bytes, MemoryClass kind) {
   if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
   ReserveResult result = reserve_locked(bytes, 0, kind);
+  unlock();
+  return result;
+}
+
+ReserveResult Arbiter::would_reserve(uint64_t bytes, MemoryClass kind) {
+  if (own_slot_ < 0 || !lock()) return {ReserveStatus::kArbiterBroken, 0, 0};
+  ReserveResult result = reserve_locked(bytes, 0, kind, false, true);
   unlock();
   return result;
 }
@@ -275,7 +369,7 @@ bool Arbiter::place_lanes_locked(bool widen, uint64_t* short_bytes) {
       widen ? scheduler::widen_lanes(jobs, n, r.header.capacity_bytes, int(kMaxLanes))
             : scheduler::place_jobs(jobs, n, r.header.capacity_bytes, int(kMaxLanes));
   if (short_bytes) *short_bytes = plan.short_bytes;
-  if (plan.fits) apply_lanes(r, jobs, n, plan);
+  if (plan.fits && plan_keeps_holders_apart(r, jobs, n)) apply_lanes(r, jobs, n, plan);
   return plan.fits;
 }
 
@@ -288,17 +382,17 @@ bool Arbiter::lane_is_shared(int slot) const {
   return false;
 }
 
-bool Arbiter::lane_mate_goes_first() const {
-  return lane_mate_goes_first_locked(*file_.region, own_slot_, int(file_.region->slots[own_slot_].lane), true);
-}
-
 bool Arbiter::holds_unsettled_memory(int slot) const {
   const Region& r = *file_.region;
   const Slot& s = r.slots[slot];
-  const uint64_t slack = unsettled_slack(r.header);
+  const uint64_t slack = lane_slack(r.header);
   uint64_t held = ephemeral_now(s);
   if (s.class_iterations >= 2 && held <= s.ephemeral_bytes + slack && !lane_is_shared(slot)) return false;
   return held > slack;
+}
+
+bool Arbiter::holds_lane_space(int slot) const {
+  return holds_lane_space_locked(*file_.region, slot);
 }
 
 void Arbiter::wake_memory_waiters_locked() {
@@ -308,13 +402,16 @@ void Arbiter::wake_memory_waiters_locked() {
 // With `allocations` > 0 the granted bytes also count as allocated at once.
 // The order of the checks is the order of the answers: the quota (the job's
 // own limit, final), the safety condition (wait for others to shrink or
-// leave), then the bytes really free now (wait for a turn).
+// leave), the lane's space (wait for its holder's iteration to end), then
+// the bytes really free now (wait for caches to come back). `dry` answers
+// without changing anything.
 ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind,
-                                      bool in_turn) {
+                                      bool in_turn, bool dry) {
   Region& r = *file_.region;
   RegionHeader& h = r.header;
   Slot& s = r.slots[own_slot_];
   const bool persistent = kind == MemoryClass::kPersistent;
+  const uint64_t now = mono_now_ns();
   ReserveResult result{ReserveStatus::kGranted, 0, 0};
   // This job's P and E once the bytes are granted.
   uint64_t p = persistent_of(s) + (persistent ? bytes : 0);
@@ -325,43 +422,59 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
   scheduler::LaneJob* jobs = lane_jobs.at;
   int n = 0;
   scheduler::LanePlan plan;
+  bool apply = false;
+  uint32_t lane = s.lane;
   if (bytes > s.quota_bytes || s.reserved_bytes > s.quota_bytes - bytes) {
     result = {ReserveStatus::kOverQuota, s.quota_bytes, s.reserved_bytes};
   } else {
+    // Where the lanes cannot take a job's growth, the first lane holder,
+    // mid-iteration, finishes its iteration on the bytes really free; any
+    // other waits for it (first_holder_locked).
+    const bool holder = grows && first_holder_locked(r) == own_slot_;
     if (grows) {
       n = gather_lane_jobs(r, own_slot_, p, e, jobs);
       plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
       // Before saying no, give back what dead processes still hold.
-      if (!plan.fits && reclaim_dead_slots_locked() > 0) {
+      if (!plan.fits && !dry && reclaim_dead_slots_locked() > 0) {
         n = gather_lane_jobs(r, own_slot_, p, e, jobs);
         plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
       }
-      // A holder mid-iteration (holding unsettled memory) finishes its
-      // iteration on the bytes really free: it keeps its token until then,
-      // so no other job would shrink while it waited.
-      bool mid_iteration = holds_a_token_locked(r, own_slot_) && holds_unsettled_memory(own_slot_);
-      if (!plan.fits && !mid_iteration && !admission_deadlocked_locked(r, own_slot_))
+      apply = plan.fits && plan_keeps_holders_apart(r, jobs, n);
+      if (!plan.fits && !holder && !admission_deadlocked_locked(r, own_slot_))
         result = {ReserveStatus::kInadmissible, h.capacity_bytes, h.capacity_bytes + plan.short_bytes};
+      for (int i = 0; apply && i < n; ++i)
+        if (jobs[i].id == own_slot_) lane = jobs[i].lane >= 0 ? uint32_t(jobs[i].lane) : kNoLane;
+      // A re-forming that would put two holders in one lane waits for one
+      // of them to end its iteration; the job that needs it waits for that.
+      if (result.status == ReserveStatus::kGranted && (plan.fits ? !apply : true) && !holder &&
+          holds_lane_space_locked(r, own_slot_)) {
+        // A holder growing past its lane: it waits for the first holder.
+        result.blocked_by = first_holder_locked(r);
+      } else if (plan.fits && !apply && !holder) {
+        for (int i = 0; i < n && result.blocked_by < 0; ++i)
+          if (jobs[i].id != own_slot_ && holds_lane_space_locked(r, jobs[i].id)) result.blocked_by = jobs[i].id;
+      }
+      if (result.blocked_by >= 0) {
+        result.status = ReserveStatus::kLaneBusy;
+        result.limit_bytes = h.capacity_bytes;
+        result.in_use_bytes = h.reserved_bytes;
+      }
+    }
+    // One job of a lane at a time holds the lane's ephemeral space.
+    if (result.status == ReserveStatus::kGranted && !persistent && !in_turn) {
+      int other = lane_holder_other_than(r, own_slot_, lane);
+      if (other >= 0) result = {ReserveStatus::kLaneBusy, h.capacity_bytes, h.reserved_bytes, other};
     }
     if (result.status == ReserveStatus::kGranted) {
       bool fits = bytes <= h.capacity_bytes && h.reserved_bytes <= h.capacity_bytes - bytes;
-      if (!fits && reclaim_dead_slots_locked() > 0)
+      if (!fits && !dry && reclaim_dead_slots_locked() > 0)
         fits = h.reserved_bytes <= h.capacity_bytes - bytes;
       if (!fits) result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
     }
-    // One job at a time uses a lane's ephemeral space: while a lane-mate is
-    // mid-iteration, or waits to go on holding part of it, the others wait
-    // for their turn (allocator/admission.h).
-    if (result.status == ReserveStatus::kGranted && !persistent && !in_turn) {
-      int lane = int(s.lane);
-      for (int i = 0; grows && plan.fits && i < n; ++i)
-        if (jobs[i].id == own_slot_) lane = jobs[i].lane;
-      if (lane_mate_goes_first_locked(r, own_slot_, lane, true))
-        result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
-    }
   }
+  if (dry) return result;
   WriteSection write(h);
-  if (grows && plan.fits) apply_lanes(r, jobs, n, plan);
+  if (apply) apply_lanes(r, jobs, n, plan);
   if (result.status == ReserveStatus::kGranted && grows && !plan.fits) s.ephemeral_bytes = e;
   if (result.status == ReserveStatus::kGranted) {
     s.reserved_bytes += bytes;
@@ -374,6 +487,7 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
       s.allocation_count += allocations;
     }
     if (s.reserved_bytes > s.peak_reserved_bytes) s.peak_reserved_bytes = s.reserved_bytes;
+    if (!persistent && ephemeral_now(s) > lane_slack(h)) take_lane_space_locked(r, own_slot_, now);
   } else if (result.status == ReserveStatus::kOverQuota) {
     s.denied_count++;  // the others may still be granted after a wait (allocator/admission.h)
   }
@@ -410,6 +524,7 @@ void Arbiter::rollback(uint64_t bytes, MemoryClass kind) {
     h.reserved_bytes = saturating_sub(h.reserved_bytes, bytes);
     if (kind == MemoryClass::kPersistent) s.persistent_bytes = saturating_sub(s.persistent_bytes, bytes);
     keep_persistent_within_held(s);
+    drop_lane_space_if_free(h, s);
     wake_memory_waiters_locked();
   }
   unlock();
@@ -427,6 +542,7 @@ void Arbiter::release(uint64_t bytes, uint32_t allocations, MemoryClass kind) {
     h.reserved_bytes = saturating_sub(h.reserved_bytes, bytes);
     if (kind == MemoryClass::kPersistent) s.persistent_bytes = saturating_sub(s.persistent_bytes, bytes);
     keep_persistent_within_held(s);
+    drop_lane_space_if_free(h, s);
     wake_memory_waiters_locked();
   }
   unlock();
@@ -520,6 +636,7 @@ void Arbiter::repair_locked() {
       s.reserved_bytes = s.allocated_bytes = s.context_bytes = 0;
       s.persistent_bytes = s.ephemeral_bytes = 0;
       s.lane = kNoLane;
+      s.lane_holder_since_mono_ns = 0;
       h.reclaimed_slots++;
       continue;
     }
@@ -529,7 +646,7 @@ void Arbiter::repair_locked() {
     if (s.job_state > kJobRunning || (s.job_state == kJobRunning && !holder))
       s.job_state = kJobIdle;
     if (s.lane >= kMaxLanes) s.lane = kNoLane;
-    if (s.admission > kWaitingForMemory) s.admission = kAdmitted;
+    if (s.admission > kWaitingForLane) s.admission = kAdmitted;
     uint64_t floor = s.allocated_bytes + s.context_bytes;
     if (s.reserved_bytes < floor) s.reserved_bytes = floor;
     keep_persistent_within_held(s);

@@ -36,7 +36,8 @@ struct SlotIdentity {
 enum class ReserveStatus {
   kGranted,
   kOverQuota,      // this process's quota: refused at once
-  kOverCapacity,   // the bytes are held by others now (a turn, or cached memory to give back)
+  kOverCapacity,   // the bytes are held by others now (cached memory to give back, or in use)
+  kLaneBusy,       // another job of its lane holds the lane's ephemeral space (see lane space below)
   kInadmissible,   // the safety condition would fail (scheduler/lanes.h)
   kArbiterBroken,
 };
@@ -45,6 +46,7 @@ struct ReserveResult {
   ReserveStatus status;
   uint64_t limit_bytes;    // the quota or C that said no
   uint64_t in_use_bytes;   // what was already reserved (or, kInadmissible, the condition's sum) against it
+  int blocked_by = -1;     // kLaneBusy: the slot that holds the lane's space
 };
 
 // Whether reserved bytes are persistent (allocator/classifier.h): they then
@@ -72,6 +74,9 @@ class Arbiter {
   void forget_slot() { own_slot_ = -1; }
 
   ReserveResult reserve(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
+  // The answer reserve would give now, changing nothing: a waiter's test
+  // of whether to compete for its turn again.
+  ReserveResult would_reserve(uint64_t bytes, MemoryClass kind = MemoryClass::kEphemeral);
   // reserve of ephemeral bytes that the driver already took inside an
   // allocation that had its turn (a pool grown by a larger chunk than was
   // admitted): the quota, the safety condition and the capacity apply, the
@@ -131,18 +136,20 @@ class Arbiter {
   // Whether the job in `slot` holds ephemeral memory (beyond a slack of
   // C/64) that another job may need if it lost its token now. A job alone
   // in its lane within its learned E is settled whatever it holds: the lane
-  // keeps that space for it. Switching an unsettled job out mid-iteration
-  // would leave two jobs each holding part of the space both need
-  // (scheduler/token.h). A racy read as a hint; decisions read it again
-  // under the lock.
+  // keeps that space for it. The holder keeps its token at a slice end
+  // while this holds, up to GSHARE_SLICE_MAX_MS (scheduler/token.h). A racy
+  // read as a hint; decisions read it again under the lock.
   bool holds_unsettled_memory(int slot) const;
 
-  // Whether a lane-mate in the middle of an iteration (or one waiting for
-  // the token while holding unsettled memory) goes first: this job is not
-  // mid-iteration, or holds less (ties: the lower slot). A job short of
-  // memory then steps aside for it: it holds what is short and must run
-  // to free it. A racy read as a hint.
-  bool lane_mate_goes_first() const;
+  // Lane space, the first resource of the order (README, "How it works"):
+  // at most one job of a lane holds more ephemeral memory than the slack,
+  // the lane's holder. A job becomes it with a granted ephemeral
+  // reservation while no other job of its lane holds the space, and stops
+  // when its ephemeral memory falls to the slack (its iteration ended, its
+  // cache went back), when it dies, or when it sits idle (what it holds
+  // then is asked back like any cache). Whether `slot` is its lane's
+  // holder now; a racy read as a hint.
+  bool holds_lane_space(int slot) const;
 
   // Wakes the jobs blocked in an allocation, if any: memory was given back.
   void wake_memory_waiters_locked();
@@ -167,7 +174,7 @@ class Arbiter {
     RegionHeader& header;
   };
   ReserveResult reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind,
-                               bool in_turn = false);
+                               bool in_turn = false, bool dry = false);
   bool lock();
   void unlock();
   int reclaim_dead_slots_locked();

@@ -43,7 +43,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -95,6 +95,7 @@ enum AdmissionState : uint32_t {
   kAdmitted = 0,
   kWaitingForAdmission = 1,  // the safety condition would fail: waits for others to shrink or leave
   kWaitingForMemory = 2,     // the condition holds, but the bytes are still held by others (a turn)
+  kWaitingForLane = 3,       // another job of its lane holds the lane's ephemeral space (mid-iteration)
 };
 
 // The last 10 s of token time, in one-second buckets: bucket s % 10 holds
@@ -141,7 +142,8 @@ struct alignas(64) Slot {
   uint64_t admission_waits;    // waits so far (admission and memory)
   uint64_t released_bytes;     // bytes this job gave back on request, in total
   uint32_t release_acks;       // release_requests answered (owner)
-  uint32_t padding0;
+  uint32_t blocked_by;         // while waiting (admission != kAdmitted): the slot + 1 of the job
+                               // that holds what it waits for, as the waiter saw it; 0: none known
 
   // --- scheduling: written under the lock ---
   uint32_t job_state;        // JobState
@@ -191,7 +193,9 @@ struct alignas(64) Slot {
   // While this job, asked to yield, gives its cache back before handing
   // over: when that began (a switch's cost includes it); 0 otherwise.
   uint64_t handover_began_mono_ns;
-  uint64_t padding3[3];
+  uint64_t admission_timeouts;  // allocations that gave up waiting (GSHARE_ADMIT_TIMEOUT_S)
+  uint64_t lane_holder_since_mono_ns;  // holds its lane's ephemeral space since (shm/arbiter.h); 0: not
+  uint64_t padding3[1];
 };
 static_assert(sizeof(Slot) == 576, "Slot layout changed: bump kLayoutVersion");
 
@@ -247,7 +251,8 @@ struct alignas(64) RegionHeader {
   uint64_t reserved_bytes;   // Σ live slots' reserved_bytes; repair recomputes it
   uint64_t repairs;          // times a holder died mid-update and the state was repaired
   uint64_t reclaimed_slots;  // dead owners cleaned up
-  uint64_t padding1[4];
+  uint64_t admission_timeouts;  // allocations on this GPU that gave up waiting, ended jobs included
+  uint64_t padding1[3];
 
   // --- the launch token: written under the lock ---
   // Waiters sleep on token_futex (FUTEX_WAIT on the shared mapping); it is
