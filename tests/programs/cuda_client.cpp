@@ -21,7 +21,7 @@
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count.
-//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [temps] [pool]]
+//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [nosync] [temps] [pool]]
 //       a training loop with memory: allocates P once (persistent) and
 //       syncs SETUP_SYNCS times with nothing launched (a model's set-up
 //       copies), then each iteration allocates E in CHUNKS equal pieces
@@ -30,7 +30,8 @@
 //       own kernels and sync, as a forward pass that reads a value back
 //       holds its activations across syncs; with temps, each such sync
 //       also allocates and frees 1 MiB first (the read-back value's
-//       buffer). With pool, the pieces come
+//       buffer). With nosync, each piece has its own kernels and nothing
+//       ever syncs: the iteration ends with the frees. With pool, the pieces come
 //       from the device's stream-ordered pool (cuMemAllocAsync and
 //       cuMemFreeAsync), which keeps all it frees (a release threshold of
 //       UINT64_MAX, as PyTorch's cudaMallocAsync backend sets). Replies
@@ -370,6 +371,8 @@ std::string run(const std::vector<std::string>& a) {
     bool chunk_sync = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "chunksync") != a.end();
     bool from_pool = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "pool") != a.end();
     bool temps = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "temps") != a.end();
+    bool no_sync = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "nosync") != a.end();
+    if (no_sync) chunk_sync = true;
     CUdeviceptr weights = 0;
     if (!result(g_api.mem_alloc(&weights, persistent))) return out.str();
     if (from_pool) {
@@ -390,7 +393,7 @@ std::string run(const std::vector<std::string>& a) {
       CUresult r = CUDA_SUCCESS;
       for (int k = 0; k < kernels && r == CUDA_SUCCESS; ++k)
         r = g_api.launch_kernel(spin_function(k), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
-      return r == CUDA_SUCCESS ? g_api.ctx_synchronize() : r;
+      return r == CUDA_SUCCESS && !no_sync ? g_api.ctx_synchronize() : r;
     };
     for (long i = 0; i < iterations; ++i) {
       CUresult r = CUDA_SUCCESS;

@@ -1,0 +1,217 @@
+// The resource order under stress: random mixes of training-like jobs
+// started together, under every policy, over the fake driver. Each job
+// keeps P and builds E in pieces each iteration; whatever the policy, the
+// iteration length or the way it syncs, every job must finish every
+// iteration, no allocation may fail, and the GPU never holds more than C.
+// A job that does not finish in time fails the test with every job's
+// state from gshare-top and its stderr, not a CI timeout.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "tests/multiprocess/harness.h"
+
+using namespace gshare::test;
+
+namespace {
+
+struct StressJob {
+  uint64_t persistent = 0;
+  uint64_t ephemeral = 0;
+  int pieces = 1;
+  int iterations = 2;
+  long kernel_us = 50;
+  const char* sync_mode = "";  // "" (a sync per iteration), "chunksync" or "nosync"
+
+  std::string command() const {
+    std::ostringstream c;
+    c << "memtrain " << iterations << " " << persistent / kMiB << "M " << ephemeral / kMiB << "M "
+      << pieces << " 1 " << kernel_us << " 0";
+    if (*sync_mode) c << " " << sync_mode;
+    return c.str();
+  }
+  double work_s() const { return double(iterations) * pieces * kernel_us / 1e6; }
+};
+
+// A mix with sum(P) + max(E) <= C: P and E random, iterations from 1 ms to
+// 2 s in 1 to 20 pieces, each job about `work_s` of GPU time.
+std::vector<StressJob> random_mix(std::mt19937_64& rng, uint64_t capacity, int count, double work_s) {
+  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  // Context memory and the fake driver's rounding leave this much aside.
+  const double budget = double(capacity - uint64_t(count) * kFakeContextBytes - 512 * kMiB);
+  const double max_e = budget * uniform(0.2, 0.6);
+  const double all_p = (budget - max_e) * uniform(0.3, 0.95);
+  std::vector<double> shares(static_cast<size_t>(count));
+  for (double& s : shares) s = uniform(0.2, 1.0);
+  double share_sum = 0;
+  for (double s : shares) share_sum += s;
+  static const char* modes[] = {"", "chunksync", "nosync"};
+  std::vector<StressJob> jobs(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    StressJob& j = jobs[size_t(i)];
+    j.persistent = std::max<uint64_t>(kMiB, uint64_t(all_p * shares[size_t(i)] / share_sum) / kMiB * kMiB);
+    double e = i == 0 ? max_e : max_e * uniform(0.1, 1.0);
+    j.pieces = int(uniform(1, 21));
+    j.ephemeral = std::max<uint64_t>(uint64_t(j.pieces) * kMiB, uint64_t(e) / kMiB * kMiB);
+    double iteration_s = std::exp(uniform(std::log(0.001), std::log(2.0)));
+    j.kernel_us = std::max(20L, long(iteration_s * 1e6 / j.pieces));
+    j.iterations = std::clamp(int(work_s / iteration_s), 2, 40);
+    j.sync_mode = modes[std::uniform_int_distribution<int>(0, 2)(rng)];
+  }
+  std::shuffle(jobs.begin(), jobs.end(), rng);
+  return jobs;
+}
+
+std::vector<uint64_t> read_values(const std::string& path) {
+  std::vector<uint64_t> values;
+  std::ifstream in(path);
+  uint64_t v;
+  while (in >> v) values.push_back(v);
+  return values;
+}
+
+std::string describe(const std::vector<StressJob>& jobs) {
+  std::ostringstream d;
+  for (const StressJob& j : jobs) d << "  " << j.command() << "\n";
+  return d.str();
+}
+
+// Runs one mix on a fresh 8 GiB GPU under `policy`; every job must finish.
+void run_mix(const char* policy, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const uint64_t capacity = 8 * kGiB;
+  const int count = std::uniform_int_distribution<int>(2, 8)(rng);
+  std::vector<StressJob> mix = random_mix(rng, capacity, count, 0.4);
+  TestGpu gpu(capacity);
+  const std::string trace = gpu.dir() + "/memory.trace";
+  const Env env{{"FAKE_CUDA_MEM_TRACE", trace},
+                {"GSHARE_POLICY", policy},
+                {"GSHARE_ADMIT_TIMEOUT_S", "300"}};
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < count; ++i) {
+    Env job_env = env;
+    // Under priority, some jobs outrank others; under fair, weights differ.
+    if (std::string(policy) == "priority")
+      job_env["GSHARE_PRIORITY"] = std::to_string(std::uniform_int_distribution<int>(-2, 2)(rng));
+    if (std::string(policy) == "fair")
+      job_env["GSHARE_WEIGHT"] = std::to_string(std::uniform_int_distribution<int>(1, 3)(rng));
+    clients.push_back(std::make_unique<Client>(gpu, job_env));
+  }
+  for (auto& c : clients) REQUIRE(c->send("init") == "init ok");
+  // Started within a few milliseconds of each other.
+  for (int i = 0; i < count; ++i) clients[size_t(i)]->post(mix[size_t(i)].command());
+  double total_work = 0;
+  for (const StressJob& j : mix) total_work += j.work_s();
+  const double allowed_s = 30 + 4 * total_work;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> replies(static_cast<size_t>(count));
+  bool hung = false;
+  for (int i = 0; i < count; ++i) {
+    double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    replies[size_t(i)] = clients[size_t(i)]->reply(std::max(0.1, allowed_s - spent));
+    if (replies[size_t(i)].empty()) hung = true;
+  }
+  INFO("policy " << policy << ", seed " << seed << ", " << count << " jobs:\n" << describe(mix));
+  if (hung) {
+    std::string dump = gpu.top_json().dump(1);
+    for (auto& c : clients) dump += "\n-- stderr of " + std::to_string(c->pid()) + ":\n" + c->stderr_text();
+    FAIL("a job did not finish within " << allowed_s << " s; gshare-top --json:\n" << dump);
+  }
+  for (int i = 0; i < count; ++i) {
+    INFO("job " << i << ": " << mix[size_t(i)].command() << "\n" << clients[size_t(i)]->stderr_text());
+    CHECK(replies[size_t(i)].rfind("memtrain ok " + std::to_string(mix[size_t(i)].iterations), 0) == 0);
+  }
+  std::vector<uint64_t> used = read_values(trace);
+  REQUIRE_FALSE(used.empty());
+  CHECK(*std::max_element(used.begin(), used.end()) <= capacity);
+}
+
+// Five seeds a policy; GSHARE_STRESS_SEED moves them all (CI may set it
+// per run, so that each run tries other mixes).
+uint64_t base_seed() {
+  const char* text = getenv("GSHARE_STRESS_SEED");
+  return text && *text ? std::strtoull(text, nullptr, 10) : 20261126;
+}
+
+void run_policy(const char* policy) {
+  for (uint64_t k = 0; k < 5; ++k) {
+    DYNAMIC_SECTION(policy << " seed " << base_seed() + k) { run_mix(policy, base_seed() + k); }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("random mixes that fit one lane all finish under fifo", "[stress][fifo]") { run_policy("fifo"); }
+TEST_CASE("random mixes that fit one lane all finish under fair", "[stress][fair]") { run_policy("fair"); }
+TEST_CASE("random mixes that fit one lane all finish under srtf", "[stress][srtf]") { run_policy("srtf"); }
+TEST_CASE("random mixes that fit one lane all finish under priority", "[stress][priority]") {
+  run_policy("priority");
+}
+TEST_CASE("random mixes that fit one lane all finish under pack", "[stress][pack]") { run_policy("pack"); }
+
+TEST_CASE("mixes that do not fit one lane finish one after another, or fail with the condition named",
+          "[stress][infeasible]") {
+  // sum(P) + max(E) = 3 x 2.5 + 2 GiB > 8 GiB: at most two of these jobs
+  // fit at once. None may hang: each finishes once another has ended, or
+  // its allocation fails after GSHARE_ADMIT_TIMEOUT_S naming what failed.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_ADMIT_TIMEOUT_S", "40"}};
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+  for (auto& j : jobs) REQUIRE(j->send("init") == "init ok");
+  for (auto& j : jobs) j->post("memtrain 8 2560M 2G 4 1 20000 0 chunksync");
+  int finished = 0;
+  for (auto& j : jobs) {
+    std::string reply = j->reply(120);
+    INFO(reply << "\n" << j->stderr_text());
+    REQUIRE_FALSE(reply.empty());  // no job hangs
+    if (reply.rfind("memtrain ok 8", 0) == 0) {
+      ++finished;
+    } else {
+      CHECK(reply.rfind("memtrain err 2", 0) == 0);
+      CHECK(j->stderr_text().find("gave up waiting") != std::string::npos);
+    }
+  }
+  CHECK(finished >= 2);
+}
+
+TEST_CASE("kill -9 of a job that holds its lane's space lets the job waiting for it go on within a second",
+          "[stress][kill]") {
+  // The holder builds 5 GiB in 10 pieces with a long kernel between them;
+  // its lane-mate waits for the lane's space. Killed mid-iteration, its
+  // memory and its lane come back, and the waiter starts at once.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_ADMIT_TIMEOUT_S", "60"}};
+  Client holder(gpu, env), waiter(gpu, env);
+  REQUIRE(holder.send("init") == "init ok");
+  REQUIRE(waiter.send("init") == "init ok");
+  holder.post("memtrain 100 512M 5G 10 1 300000 0 chunksync");
+  // Mid-iteration: it holds ephemeral memory beyond the slack.
+  auto start = std::chrono::steady_clock::now();
+  bool holding = false;
+  while (!holding && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 20) {
+    nlohmann::json p = gpu.top_process(holder.pid());
+    holding = !p.is_null() && p["reserved_bytes"].get<uint64_t>() >= 2 * kGiB;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(holding);
+  waiter.post("memtrain 2 512M 5G 2 1 1000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  nlohmann::json waiting = gpu.top_process(waiter.pid());
+  REQUIRE_FALSE(waiting.is_null());
+  CHECK(waiting["reserved_bytes"].get<uint64_t>() < 2 * kGiB);  // still waiting for its turn
+  holder.kill9();
+  auto killed = std::chrono::steady_clock::now();
+  std::string reply = waiter.reply(20);
+  double after = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  INFO(reply << "\n" << waiter.stderr_text());
+  CHECK(reply.rfind("memtrain ok 2", 0) == 0);
+  CHECK(after < 1.0);
+}
