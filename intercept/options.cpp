@@ -164,8 +164,9 @@ const OptionRow kOptions[] = {
       "how far a slice may run past its quantum while waiting for an iteration boundary"},
      "a number of milliseconds from 0 to 600000", parse_slice_max},
     {{"GSHARE_ADMIT_TIMEOUT_S", "seconds", "600",
-      "how long an allocation waits to be admitted (the safety condition, or memory held by "
-      "a job in its lane) before it gets CUDA_ERROR_OUT_OF_MEMORY; 0: at once"},
+      "how long an allocation waits (for its turn, the safety condition, its lane's space or "
+      "memory held by others) before it gets CUDA_ERROR_OUT_OF_MEMORY with what still failed; "
+      "0: memory waits answer at once, the turn still waits up to 600 s"},
      "a number of seconds from 0 to 10000000", parse_admit_timeout},
 };
 

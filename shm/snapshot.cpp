@@ -69,6 +69,7 @@ const char* admission_name(uint32_t state) {
   switch (state) {
     case kWaitingForAdmission: return "waiting for admission";
     case kWaitingForMemory: return "waiting for memory";
+    case kWaitingForLane: return "waiting for lane";
   }
   return "admitted";
 }
@@ -84,6 +85,9 @@ void copy_memory_classes(const Slot& s, uint64_t now_mono_ns, ProcessSnapshot* p
   p->admission_bytes = s.admission != kAdmitted ? s.admission_bytes : 0;
   p->admission_short_bytes = s.admission != kAdmitted ? s.admission_short_bytes : 0;
   p->admission_waits = s.admission_waits;
+  p->admission_timeouts = s.admission_timeouts;
+  p->blocked_by_slot = s.admission != kAdmitted && s.blocked_by >= 1 && s.blocked_by <= kMaxSlots
+                           ? int32_t(s.blocked_by - 1) : -1;
   p->released_bytes = s.released_bytes;
 }
 
@@ -182,6 +186,7 @@ GpuSnapshot snapshot_region(const std::string& path) {
   gpu.capacity_bytes = h.capacity_bytes;
   gpu.repairs = h.repairs;
   gpu.reclaimed_slots = h.reclaimed_slots;
+  gpu.admission_timeouts = h.admission_timeouts;
   gpu.sampled_mono_ns = now_mono_ns;
   gpu.policy = policy_text(h.policy);
   gpu.handovers = h.handovers;
@@ -219,6 +224,9 @@ GpuSnapshot snapshot_region(const std::string& path) {
     gpu.reserved_bytes += s.reserved_bytes;
     gpu.processes.push_back(std::move(p));
   }
+  for (ProcessSnapshot& p : gpu.processes)
+    for (const ProcessSnapshot& q : gpu.processes)
+      if (int32_t(q.slot) == p.blocked_by_slot) p.blocked_by_pid = q.pid;
   summarise_lanes(h, &gpu);
   close_region(&file);
   return gpu;

@@ -64,11 +64,14 @@ struct ProcessSnapshot {
   bool memory_provisional = true;  // fewer than two iterations classified: P and E may still move
   uint32_t class_iterations = 0;
   int32_t lane = -1;               // -1: not placed yet
-  std::string admission;           // "admitted", "waiting for admission", "waiting for memory"
+  std::string admission;           // "admitted", "waiting for admission", "waiting for memory", "waiting for lane"
   uint64_t admission_wait_ns = 0;  // the current wait so far; 0 when admitted
   uint64_t admission_bytes = 0;    // the allocation that waits
   uint64_t admission_short_bytes = 0;  // by how much it does not fit
   uint64_t admission_waits = 0;    // waits so far
+  uint64_t admission_timeouts = 0; // waits that gave up (GSHARE_ADMIT_TIMEOUT_S)
+  int32_t blocked_by_pid = -1;     // while waiting: the job holding what it waits for; -1: none known
+  int32_t blocked_by_slot = -1;
   uint64_t released_bytes = 0;     // cached bytes given back on request
 };
 
@@ -88,6 +91,7 @@ struct GpuSnapshot {
   uint64_t reserved_bytes = 0;  // Σ over live processes (dead ones excluded)
   uint64_t repairs = 0;
   uint64_t reclaimed_slots = 0;
+  uint64_t admission_timeouts = 0;  // allocations that gave up waiting, ended jobs included
   uint64_t sampled_mono_ns = 0;  // CLOCK_MONOTONIC right after the copy: "now" of the times below
 
   // --- the launch token ---

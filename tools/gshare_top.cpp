@@ -75,11 +75,13 @@
 //          "memory_provisional": B,     fewer than 2 iterations classified: P and E may move
 //          "classified_iterations": N,
 //          "lane": N|null,              null: not placed yet
-//          "admission": "admitted"|"waiting for admission"|"waiting for memory",
+//          "admission": "admitted"|"waiting for admission"|"waiting for memory"|"waiting for lane",
 //          "admission_wait_ms": X,      the current wait so far; 0 when admitted
 //          "admission_bytes": N,        the allocation that waits; 0 when admitted
 //          "admission_short_bytes": N,  by how much it does not fit; 0 when admitted
 //          "admission_waits": N,        waits so far
+//          "admission_timeouts": N,     waits that gave up (GSHARE_ADMIT_TIMEOUT_S); the GPU has the same, ended jobs included
+//          "blocked_by_pid": P|null,    while waiting: the job holding what it waits for (a wait chain follows these and holder_pid)
 //          "released_bytes": N,         cached bytes given back on request
 //          "slot": N, "generation": N}]},
 //      {"path": "...", "error": "..."}  a region that cannot be read: no other fields

@@ -63,7 +63,9 @@ bool admitted(const ProcessView& r) { return r.process.admission == "admitted"; 
 // large one to finish) "16m40s" and "1h05m" keep the column's width.
 std::string admission(const ProcessView& r) {
   if (admitted(r)) return "-";
-  const char* what = r.process.admission == "waiting for memory" ? "turn " : "wait ";
+  const char* what = r.process.admission == "waiting for memory" ? "turn "
+                     : r.process.admission == "waiting for lane" ? "lane "
+                                                                  : "wait ";
   uint64_t ns = r.process.admission_wait_ns;
   if (ns >= 999950000000ull) return what + format_duration(ns);
   char seconds[32];
