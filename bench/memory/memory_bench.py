@@ -11,6 +11,11 @@ usage: python3 bench/memory/memory_bench.py --build BUILD --out OUT PART...
         twenty      twenty small training jobs at once under gshare: all
                     progress, and gshare-top's per-process memory against
                     NVML's
+        mixes       oversized PyTorch mixes of 2, 3, 4 and 6 jobs (peaks 1.3 to
+                    2.4x the GPU, sum(P) + max(E) about 0.7x) under every
+                    policy, --runs times each: all finish with the losses
+                    of the jobs alone, and the mix's throughput against
+                    running the jobs one after another
         allocators  for each allocator (alloc_probe.py: PyTorch's default,
                     expandable_segments, cudaMallocAsync, no caching (plain
                     cudaMalloc), CuPy, JAX's BFC, JAX's platform allocator):
@@ -233,6 +238,56 @@ def twenty(args):
     }
 
 
+POLICIES = ["fifo", "fair", "srtf", "priority", "pack"]
+# Jobs a mix, and each job's peak as a share of the GPU: the peaks sum to
+# 1.3, 1.8, 2.0 and 2.4x the GPU; with P about 5% each, sum(P) + max(E)
+# stays near 0.7x.
+MIXES = [(2, 0.65), (3, 0.60), (4, 0.50), (6, 0.40)]
+
+
+def mixes(args):
+    per_row, total = calibrate(args)
+    bank_gib = 0.03 * total / GiB
+    record = {"gpu_total_bytes": total, "ephemeral_bytes_per_row": round(per_row, 1),
+              "steps": args.steps, "runs": args.runs, "mixes": []}
+    policies = args.policies or POLICIES
+    for count, peak in MIXES:
+        if args.jobs and count not in args.jobs:
+            continue
+        batch = int((peak - 0.05) * total / per_row) // 1024 * 1024
+        specs = [["--seed", str(s), "--steps", str(args.steps), "--batch", str(batch),
+                  "--bank-gib", f"{bank_gib:.2f}"] for s in range(1, count + 1)]
+        alone = []
+        for i, spec in enumerate(specs):
+            [r], _, _ = run_jobs(f"mix{count}-alone{i}", [spec], args, gshare=False)
+            alone.append(r)
+        sequential = sum(r["seconds"] for r in alone)
+        mix = {"jobs": count, "peak_share": peak, "batch": batch, "sequential_seconds": round(sequential, 3),
+               "alone_step_ms": [round(1000 * r["seconds"] / max(1, len(r["losses"])), 1) for r in alone],
+               "runs": []}
+        for policy in policies:
+            for run in range(args.runs):
+                shared, samples, _ = run_jobs(f"mix{count}-{policy}-{run}", specs, args, gshare=True,
+                                              extra_env={"GSHARE_POLICY": policy},
+                                              sample=top_sample(args.build), timeout=args.mix_timeout)
+                seconds = max(r["seconds"] for r in shared)
+                finished = all(r["returncode"] == 0 and len(r["losses"]) == args.steps for r in shared)
+                last = samples[-1] if samples else {}
+                mix["runs"].append({
+                    "policy": policy, "run": run, "finished": finished,
+                    "losses_identical": all(shared[i]["losses"] == alone[i]["losses"] for i in range(count)),
+                    "seconds": round(seconds, 3),
+                    "throughput_vs_sequential": round(sequential / seconds, 4) if seconds else None,
+                    "switches": last.get("switches"),
+                    "returncodes": [r["returncode"] for r in shared],
+                    "timed_out_state": samples[-1] if not finished and samples else None,
+                })
+                print(f"mix {count} {policy} run {run}: finished {finished} "
+                      f"{mix['runs'][-1]['throughput_vs_sequential']}x", flush=True)
+        record["mixes"].append(mix)
+    return record
+
+
 FRAMEWORKS = ["torch", "torch-expandable", "torch-async", "torch-nocache", "cupy", "jax", "jax-platform"]
 
 
@@ -322,15 +377,20 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=25)
     ap.add_argument("--frameworks", nargs="*", default=None, help="allocators: a subset of " + " ".join(FRAMEWORKS))
-    ap.add_argument("parts", nargs="+", choices=["oversized", "twenty", "allocators"])
+    ap.add_argument("--runs", type=int, default=5, help="mixes: runs per mix and policy")
+    ap.add_argument("--policies", nargs="*", default=None, help="mixes: a subset of " + " ".join(POLICIES))
+    ap.add_argument("--jobs", nargs="*", type=int, default=None, help="mixes: only mixes of these job counts")
+    ap.add_argument("--mix-timeout", type=float, default=120, help="mixes: seconds a run may take")
+    ap.add_argument("parts", nargs="+", choices=["oversized", "twenty", "allocators", "mixes"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for part in args.parts:
-        record = {"oversized": oversized, "twenty": twenty, "allocators": allocators}[part](args)
+        record = {"oversized": oversized, "twenty": twenty, "allocators": allocators, "mixes": mixes}[part](args)
         with open(os.path.join(args.out, f"memory-{part}.json"), "w") as f:
             json.dump(record, f, indent=1)
         summary = {k: v for k, v in record.items() if k not in ("samples", "comparisons", "alone",
-                                                               "native_together", "gshare_together", "rows")}
+                                                               "native_together", "gshare_together", "rows",
+                                                               "mixes")}
         print(part, json.dumps(summary), flush=True)
 
 
