@@ -110,9 +110,13 @@ std::atomic<uint64_t> g_release_points{0};
 // its iteration.
 std::atomic<uint64_t> g_freed_since_boundary{0};
 constexpr uint64_t kReleaseBytes = 32ull << 20;
+// Bytes allocated since the last boundary: a boundary by which the process
+// grew is no quiet one (a forward pass that reads values back syncs while
+// it builds its activations, freeing nothing).
+std::atomic<uint64_t> g_born_since_boundary{0};
 uint64_t g_boundaries_without_free = 0;  // under g_boundary_mutex
-// A process that frees (that much) nothing for this many boundaries keeps
-// what it has: each boundary is then a release point.
+// A process that frees (that much) nothing, and does not grow, for this
+// many boundaries keeps what it has: each boundary is then a release point.
 constexpr uint64_t kQuietBoundaries = 8;
 
 // Births at or after this iteration are never promoted by age: the process
@@ -214,6 +218,7 @@ void publish_locked(Device& device, uint64_t promoted, uint64_t boundaries) {
 
 Birth classify_birth(uint64_t bytes) {
   Birth b;
+  g_born_since_boundary.fetch_add(bytes, std::memory_order_relaxed);
   uint64_t n = g_release_points.load(std::memory_order_relaxed);
   b.iteration = uint32_t(n > UINT32_MAX ? UINT32_MAX : n);
   // Counted by the framework: no class at birth, so no site to take.
@@ -252,8 +257,11 @@ void note_iterations(uint64_t raw) {
   g_iterations.store(iterations, std::memory_order_relaxed);
   const uint64_t before = g_release_points.load(std::memory_order_relaxed);
   uint64_t releases = before;
+  const bool grew = g_born_since_boundary.exchange(0, std::memory_order_relaxed) >= kReleaseBytes;
   if (g_freed_since_boundary.exchange(0, std::memory_order_relaxed) >= kReleaseBytes) {
     releases++;
+    g_boundaries_without_free = 0;
+  } else if (grew) {
     g_boundaries_without_free = 0;
   } else if ((g_boundaries_without_free += boundaries) >= kQuietBoundaries) {
     releases += boundaries;
@@ -482,6 +490,7 @@ void forget_classes_after_fork() {
   g_process_frees.store(false);
   g_release_points.store(0);
   g_freed_since_boundary.store(0);
+  g_born_since_boundary.store(0);
   g_boundaries_without_free = 0;
   g_counted.store(false);
   g_framework_answered.store(false);

@@ -12,8 +12,8 @@
 // and its free: a loop frees its activations after the sync that ends the
 // iteration). A release point is a boundary by which the process has freed
 // at least kReleaseBytes (32 MiB) since the boundary before, or any
-// boundary of a process that frees no more for kQuietBoundaries (8)
-// boundaries running. Boundaries found from syncs may fall mid-iteration (a
+// boundary of a process that neither frees nor allocates that much for
+// kQuietBoundaries (8) boundaries running. Boundaries found from syncs may fall mid-iteration (a
 // forward pass that reads a value back, freeing only a small temporary);
 // memory held across such a boundary is not persistent for that, and the
 // frees at an iteration's end tell the real boundaries apart.
