@@ -89,9 +89,16 @@ uint64_t lane_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 
 // memory waited for, no thread in a host sync) holds its space no longer:
 // a program that allocates and then waits for its user, or a framework's
 // cache left behind, must not keep its lane-mates out. What it holds still
-// counts against the capacity, and is asked back when short.
+// counts against the capacity, and is asked back when short. One that has
+// launched may be mid-iteration with host work between its kernels (a
+// first step's library set-up): it keeps the space for kLaneSettleNs after
+// it lost the token, as long as the token's own mid-iteration idle time.
+constexpr uint64_t kLaneSettleNs = 2'000'000'000;
+
 bool lane_holder_settled(const Slot& s) {
-  return s.job_state == kJobIdle && s.admission == kAdmitted && s.gpu_waits.load(std::memory_order_relaxed) == 0;
+  if (s.job_state != kJobIdle || s.admission != kAdmitted || s.gpu_waits.load(std::memory_order_relaxed) != 0)
+    return false;
+  return s.launches.load(std::memory_order_relaxed) == 0 || mono_now_ns() >= s.accounted_mono_ns + kLaneSettleNs;
 }
 
 // Calls fn(i) for each live slot until it returns false, stopping once all
