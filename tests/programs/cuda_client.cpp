@@ -21,7 +21,7 @@
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count.
-//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [nosync] [temps] [pool]]
+//   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [nosync] [firstgap] [temps] [pool]]
 //       a training loop with memory: allocates P once (persistent) and
 //       syncs SETUP_SYNCS times with nothing launched (a model's set-up
 //       copies), then each iteration allocates E in CHUNKS equal pieces
@@ -31,7 +31,9 @@
 //       holds its activations across syncs; with temps, each such sync
 //       also allocates and frees 1 MiB first (the read-back value's
 //       buffer). With nosync, each piece has its own kernels and nothing
-//       ever syncs: the iteration ends with the frees. With pool, the pieces come
+//       ever syncs: the iteration ends with the frees. With firstgap, the
+//       first iteration spends 300 ms on the host after each piece (a
+//       first step's library set-up), launching nothing. With pool, the pieces come
 //       from the device's stream-ordered pool (cuMemAllocAsync and
 //       cuMemFreeAsync), which keeps all it frees (a release threshold of
 //       UINT64_MAX, as PyTorch's cudaMallocAsync backend sets). Replies
@@ -373,6 +375,7 @@ std::string run(const std::vector<std::string>& a) {
     bool temps = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "temps") != a.end();
     bool no_sync = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "nosync") != a.end();
     if (no_sync) chunk_sync = true;
+    bool first_gap = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "firstgap") != a.end();
     CUdeviceptr weights = 0;
     if (!result(g_api.mem_alloc(&weights, persistent))) return out.str();
     if (from_pool) {
@@ -405,6 +408,7 @@ std::string run(const std::vector<std::string>& a) {
           if (r == CUDA_SUCCESS) r = g_api.mem_free(temp);
         }
         if (r == CUDA_SUCCESS && chunk_sync) r = run_kernels();
+        if (first_gap && i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
       }
       if (r == CUDA_SUCCESS && !chunk_sync) r = run_kernels();
       for (CUdeviceptr& p : pieces) {
