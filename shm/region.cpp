@@ -27,12 +27,7 @@ bool resolve_group(const char* name, gid_t* gid, char* error, size_t error_len) 
     return true;
   }
   // A numeric group id is accepted too (containers often lack /etc/group).
-  char* end = nullptr;
-  unsigned long value = strtoul(name, &end, 10);
-  if (end != name && *end == '\0') {
-    *gid = gid_t(value);
-    return true;
-  }
+  if (parse_group_text(name, gid) == GroupText::kGid) return true;
   snprintf(error, error_len, "GSHARE_GROUP=%s names no group on this machine", name);
   return false;
 }
@@ -204,6 +199,21 @@ bool header_is_valid(const RegionHeader& h, uint64_t file_bytes, char* why, size
     return false;
   }
   return true;
+}
+
+GroupText parse_group_text(const char* text, gid_t* gid) {
+  const char* digits = text[0] == '+' || text[0] == '-' ? text + 1 : text;
+  if (*digits == '\0') return GroupText::kName;
+  for (const char* p = digits; *p; ++p)
+    if (*p < '0' || *p > '9') return GroupText::kName;
+  if (digits != text) return GroupText::kInvalid;  // a signed number is no gid
+  uint64_t value = 0;
+  for (const char* p = digits; *p; ++p) {
+    value = value * 10 + uint64_t(*p - '0');
+    if (value >= uint64_t(gid_t(-1))) return GroupText::kInvalid;  // (gid_t)-1, or wraps
+  }
+  *gid = gid_t(value);
+  return GroupText::kGid;
 }
 
 bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_t capacity_bytes,

@@ -59,4 +59,11 @@ uint64_t mono_now_ns();
 bool header_is_valid(const RegionHeader& header, uint64_t file_bytes,
                      char* why, size_t why_len);
 
+// GSHARE_GROUP as written: a group name, a gid (digits only, at most
+// 4294967294: (gid_t)-1 means "no change" to chown and names no group), or a
+// number that is no gid (a sign, or too large), which is refused rather than
+// wrapped to another group.
+enum class GroupText { kName, kGid, kInvalid };
+GroupText parse_group_text(const char* text, gid_t* gid);
+
 }  // namespace gshare::shm
