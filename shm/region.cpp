@@ -96,18 +96,20 @@ bool map_file(int fd, bool writable, RegionFile* out, char* error, size_t error_
   return true;
 }
 
-// Builds a complete region in a temporary file and links it into place.
-// Returns false only on a real error; losing the race is success.
+// Builds a complete region in a temporary file and moves it into place.
+// Returns false only on a real error; losing the race is success (the caller
+// opens and checks whatever is at the path then).
 bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t capacity_bytes,
                         const char* path, char* error, size_t error_len) {
+  // An unpredictable name, created exclusively: nobody can plant a file or
+  // a symlink at it beforehand to redirect the creation or block it.
   char temp[kPathChars];
-  int n = snprintf(temp, sizeof temp, "%s.tmp.%d", path, int(getpid()));
+  int n = snprintf(temp, sizeof temp, "%s.tmp.XXXXXX", path);
   if (n < 0 || size_t(n) >= sizeof temp) {
     snprintf(error, error_len, "region path too long in GSHARE_DIR=%s", access.dir);
     return false;
   }
-  unlink(temp);  // a stray from an earlier process with our pid
-  int fd = open(temp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = mkostemp(temp, O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
   if (fd < 0) {
     snprintf(error, error_len, "cannot create a region in GSHARE_DIR=%s: %s", access.dir,
              strerror(errno));
@@ -151,11 +153,20 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
     munmap(mem, sizeof(Region));
   }
   close(fd);
-  if (ok && link(temp, path) != 0 && errno != EEXIST) {
-    snprintf(error, error_len, "cannot publish the region %s: %s", path, strerror(errno));
-    ok = false;
+  if (ok) {
+    // Never replaces what is at the path: a region another process
+    // published meanwhile, or anything planted there, stays, and the open
+    // that follows decides whether it may be joined.
+    int rc = renameat2(AT_FDCWD, temp, AT_FDCWD, path, RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      rc = link(temp, path);  // a file system without RENAME_NOREPLACE
+    }
+    if (rc != 0 && errno != EEXIST) {
+      snprintf(error, error_len, "cannot publish the region %s: %s", path, strerror(errno));
+      ok = false;
+    }
   }
-  unlink(temp);
+  unlink(temp);  // gone after a rename; the second name after link()
   return ok;
 }
 

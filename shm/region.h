@@ -1,10 +1,11 @@
 // Opening, creating and validating the arbiter region file.
 //
 // Creation is race-free without a daemon: the creator builds the whole
-// region in a private temporary file, then publishes it with link(), which
-// fails if another process published first. So the file at the region's
-// path is always fully initialised, and a creator killed half-way leaves only
-// a stray temporary file.
+// region in a private temporary file with an unpredictable name, then
+// publishes it with a rename that never replaces an existing file, which
+// fails if another process published first. So the file at the region's path
+// is always fully initialised, and a creator killed half-way leaves only a
+// stray temporary file.
 #pragma once
 
 #include <sys/types.h>

@@ -1,13 +1,46 @@
 // GSHARE_GROUP's numbers, which name the group that regions are shared
-// with: a number must be a gid, never wrapped to another group.
+// with: a number must be a gid, never wrapped to another group; and what a
+// file planted in the region directory can do to a region's creation.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 
 #include "intercept/options.h"
 #include "shm/region.h"
+#include "shm/snapshot.h"
 
 using namespace gshare::shm;
+
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr const char* kUuid = "GPU-00000000-1111-2222-3333-444444444444";
+
+struct TempDir {
+  TempDir() {
+    char pattern[] = "/tmp/gshare-trust-XXXXXX";
+    path = mkdtemp(pattern);
+  }
+  ~TempDir() { (void)!system(("rm -rf " + path).c_str()); }
+  std::string path;
+};
+
+std::string open_error(const std::string& dir) {
+  RegionFile file;
+  char error[kErrorChars] = "";
+  RegionAccess access{dir.c_str(), nullptr};
+  if (open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error)) {
+    close_region(&file);
+    return "";
+  }
+  return error;
+}
+
+}  // namespace
 
 TEST_CASE("a GSHARE_GROUP number must be a gid") {
   gid_t gid = 99;
@@ -35,4 +68,26 @@ TEST_CASE("a GSHARE_GROUP number must be a gid") {
   const char* good_env[] = {"GSHARE_GROUP=video", nullptr};
   CHECK(gshare::parse_options(good_env, &options, error, sizeof error));
   CHECK(std::string(options.group) == "video");
+}
+
+TEST_CASE("a new region leaves no temporary file and is not named after the creator's pid") {
+  TempDir dir;
+  char path[kPathChars];
+  REQUIRE(region_path(dir.path.c_str(), kUuid, path, sizeof path));
+  // What the old scheme would have created, taken already.
+  std::string guessed = std::string(path) + ".tmp." + std::to_string(getpid());
+  REQUIRE(symlink((dir.path + "/elsewhere").c_str(), guessed.c_str()) == 0);
+  REQUIRE(open_error(dir.path) == "");
+  struct stat st;
+  REQUIRE(lstat(path, &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK(access((dir.path + "/elsewhere").c_str(), F_OK) != 0);
+  REQUIRE(lstat(guessed.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));  // untouched
+  REQUIRE(unlink(guessed.c_str()) == 0);
+  // Only the region is left.
+  std::vector<GpuSnapshot> view = snapshot_regions(dir.path);
+  REQUIRE(view.size() == 1);
+  CHECK(view[0].error.empty());
+  CHECK(system(("test $(ls -A " + dir.path + " | wc -l) -eq 1").c_str()) == 0);
 }
