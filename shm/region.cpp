@@ -119,7 +119,8 @@ void init_region(Region* r, const char* uuid, uint64_t capacity_bytes) {
 }
 
 // Checks the header of the opened file `fd` (read with pread: a file that
-// shrinks meanwhile gives a short read, not SIGBUS), then maps it whole.
+// shrinks meanwhile gives a short read, not SIGBUS), then maps it whole for
+// a writer. A reader (gshare-top) gets no mapping.
 bool check_and_map(int fd, const struct stat& st, bool writable, RegionFile* out, char* error,
                    size_t error_len) {
   if (uint64_t(st.st_size) < sizeof(RegionHeader)) {
@@ -139,15 +140,16 @@ bool check_and_map(int fd, const struct stat& st, bool writable, RegionFile* out
     snprintf(error, error_len, "%s: %s", out->path, why);
     return false;
   }
-  int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* whole = mmap(nullptr, sizeof(Region), prot, MAP_SHARED, fd, 0);
+  out->fd = fd;
+  out->writable = writable;
+  if (!writable) return true;
+  void* whole = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (whole == MAP_FAILED) {
     snprintf(error, error_len, "cannot map %s: %s", out->path, strerror(errno));
+    out->fd = -1;
     return false;
   }
   out->region = static_cast<Region*>(whole);
-  out->fd = fd;
-  out->writable = writable;
   return true;
 }
 

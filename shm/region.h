@@ -51,9 +51,11 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid,
                            uint64_t capacity_bytes, RegionFile* out,
                            char* error, size_t error_len);
 
-// Opens an existing region read-only (gshare-top). Never writes to it and
-// never blocks: anything but a regular file (a FIFO named like a region) is
-// refused.
+// Opens an existing region read-only (gshare-top) and checks its header,
+// without mapping it: `out->region` stays null and the caller reads the file
+// with pread(), so that a region its owner truncates meanwhile gives a short
+// read, never SIGBUS. Never writes to it and never blocks: anything but a
+// regular file (a FIFO named like a region) is refused.
 bool open_region_read_only(const char* path, RegionFile* out, char* error,
                            size_t error_len);
 
