@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shm/region.h"
+
 namespace gshare {
 
 namespace {
@@ -15,7 +17,6 @@ constexpr const char* kSizeForms =
     "or a percentage of the GPU (25%)";
 constexpr const char* kBoolForms = "1, 0, true, false, yes, no, on or off";
 constexpr const char* kLogForms = "quiet, error, warn, info or debug";
-constexpr const char* kTextForms = "a non-empty string of fewer than 256 characters";
 
 using Parser = bool (*)(const char* value, Options* out);
 
@@ -29,7 +30,13 @@ bool copy_text(const char* v, char* out) {
   return true;
 }
 bool parse_dir(const char* v, Options* o) { return v[0] == '/' && copy_text(v, o->dir); }
-bool parse_group(const char* v, Options* o) { return copy_text(v, o->group); }
+// A number must be a gid: -1 or 4294967296 would otherwise name another
+// group (or none) than the user meant, and the regions' group is their trust.
+bool parse_group(const char* v, Options* o) {
+  gid_t gid;
+  if (shm::parse_group_text(v, &gid) == shm::GroupText::kInvalid) return false;
+  return copy_text(v, o->group);
+}
 
 // A decimal number in [low, high]; the whole text must be the number.
 bool parse_number(const char* v, double low, double high, double* out) {
@@ -132,7 +139,8 @@ const OptionRow kOptions[] = {
      "an absolute path", parse_dir},
     {{"GSHARE_GROUP", "group", "none (mode 0600)",
       "group that may join this user's regions (mode 0660); a name or a numeric gid"},
-     kTextForms, parse_group},
+     "a group name of fewer than 256 characters, or a numeric gid from 0 to 4294967294",
+     parse_group},
     {{"GSHARE_LOG", "level", "warn", "how much gshare writes to stderr"}, kLogForms, parse_log},
     {{"GSHARE_POLICY", "policy", "fair",
       "who launches on a shared GPU: fifo, fair, srtf, priority or pack (lanes run at once, "

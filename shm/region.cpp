@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -9,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -17,6 +19,10 @@
 namespace gshare::shm {
 
 namespace {
+
+// Never follow a symlink planted at the path, never block on a FIFO or a
+// device, never take a terminal as controlling one.
+constexpr int kOpenFlags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
 
 bool resolve_group(const char* name, gid_t* gid, char* error, size_t error_len) {
   group entry;
@@ -27,14 +33,62 @@ bool resolve_group(const char* name, gid_t* gid, char* error, size_t error_len) 
     return true;
   }
   // A numeric group id is accepted too (containers often lack /etc/group).
-  char* end = nullptr;
-  unsigned long value = strtoul(name, &end, 10);
-  if (end != name && *end == '\0') {
-    *gid = gid_t(value);
-    return true;
-  }
+  if (parse_group_text(name, gid) == GroupText::kGid) return true;
   snprintf(error, error_len, "GSHARE_GROUP=%s names no group on this machine", name);
   return false;
+}
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+// Opens `path` without following a symlink or blocking, and fstat()s what
+// was opened; anything but a regular file is refused.
+int open_regular(const char* path, int access_mode, struct stat* st, char* error,
+                 size_t error_len) {
+  int fd = open(path, access_mode | kOpenFlags);
+  if (fd < 0) {
+    int open_errno = errno;
+    if (open_errno == ELOOP)
+      snprintf(error, error_len, "%s is a symbolic link, which gshare never follows", path);
+    else
+      snprintf(error, error_len, "cannot open %s: %s", path, strerror(open_errno));
+    errno = open_errno;  // ENOENT tells the caller to create the region
+    return -1;
+  }
+  if (fstat(fd, st) != 0) {
+    snprintf(error, error_len, "cannot stat %s: %s", path, strerror(errno));
+    close(fd);
+    errno = EIO;
+    return -1;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    snprintf(error, error_len, "%s is %s (owner uid %u, mode %04o), not a gshare region", path,
+             file_type_name(st->st_mode), unsigned(st->st_uid), unsigned(st->st_mode & 07777));
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
+bool read_exactly(int fd, void* into, size_t bytes, off_t offset) {
+  char* p = static_cast<char*>(into);
+  while (bytes > 0) {
+    ssize_t n = pread(fd, p, bytes, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    bytes -= size_t(n);
+    offset += n;
+  }
+  return true;
 }
 
 void init_region(Region* r, const char* uuid, uint64_t capacity_bytes) {
@@ -64,55 +118,55 @@ void init_region(Region* r, const char* uuid, uint64_t capacity_bytes) {
   new (&h.token_futex) std::atomic<uint32_t>(0);
 }
 
-bool map_file(int fd, bool writable, RegionFile* out, char* error, size_t error_len) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    snprintf(error, error_len, "cannot stat %s: %s", out->path, strerror(errno));
-    return false;
-  }
+// Checks the header of the opened file `fd` (read with pread: a file that
+// shrinks meanwhile gives a short read, not SIGBUS), then maps it whole for
+// a writer. A reader (gshare-top) gets no mapping.
+bool check_and_map(int fd, const struct stat& st, bool writable, RegionFile* out, char* error,
+                   size_t error_len) {
   if (uint64_t(st.st_size) < sizeof(RegionHeader)) {
     snprintf(error, error_len, "%s is %lld bytes, too small to be a gshare region",
              out->path, static_cast<long long>(st.st_size));
     return false;
   }
-  // Map only the header first: a foreign version may have another size.
-  void* head = mmap(nullptr, sizeof(RegionHeader), PROT_READ, MAP_SHARED, fd, 0);
-  if (head == MAP_FAILED) {
-    snprintf(error, error_len, "cannot map %s: %s", out->path, strerror(errno));
+  // The header only first: a foreign version may have another size.
+  alignas(RegionHeader) unsigned char storage[sizeof(RegionHeader)];
+  if (!read_exactly(fd, storage, sizeof storage, 0)) {
+    snprintf(error, error_len, "cannot read %s: it shrank while it was read", out->path);
     return false;
   }
   char why[200];
-  bool valid = header_is_valid(*static_cast<RegionHeader*>(head), uint64_t(st.st_size),
-                               why, sizeof why);
-  munmap(head, sizeof(RegionHeader));
-  if (!valid) {
+  if (!header_is_valid(*reinterpret_cast<const RegionHeader*>(storage), uint64_t(st.st_size),
+                       why, sizeof why)) {
     snprintf(error, error_len, "%s: %s", out->path, why);
     return false;
   }
-  int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* whole = mmap(nullptr, sizeof(Region), prot, MAP_SHARED, fd, 0);
+  out->fd = fd;
+  out->writable = writable;
+  if (!writable) return true;
+  void* whole = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (whole == MAP_FAILED) {
     snprintf(error, error_len, "cannot map %s: %s", out->path, strerror(errno));
+    out->fd = -1;
     return false;
   }
   out->region = static_cast<Region*>(whole);
-  out->fd = fd;
-  out->writable = writable;
   return true;
 }
 
-// Builds a complete region in a temporary file and links it into place.
-// Returns false only on a real error; losing the race is success.
+// Builds a complete region in a temporary file and moves it into place.
+// Returns false only on a real error; losing the race is success (the caller
+// opens and checks whatever is at the path then).
 bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t capacity_bytes,
                         const char* path, char* error, size_t error_len) {
+  // An unpredictable name, created exclusively: nobody can plant a file or
+  // a symlink at it beforehand to redirect the creation or block it.
   char temp[kPathChars];
-  int n = snprintf(temp, sizeof temp, "%s.tmp.%d", path, int(getpid()));
+  int n = snprintf(temp, sizeof temp, "%s.tmp.XXXXXX", path);
   if (n < 0 || size_t(n) >= sizeof temp) {
     snprintf(error, error_len, "region path too long in GSHARE_DIR=%s", access.dir);
     return false;
   }
-  unlink(temp);  // a stray from an earlier process with our pid
-  int fd = open(temp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = mkostemp(temp, O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
   if (fd < 0) {
     snprintf(error, error_len, "cannot create a region in GSHARE_DIR=%s: %s", access.dir,
              strerror(errno));
@@ -156,11 +210,20 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
     munmap(mem, sizeof(Region));
   }
   close(fd);
-  if (ok && link(temp, path) != 0 && errno != EEXIST) {
-    snprintf(error, error_len, "cannot publish the region %s: %s", path, strerror(errno));
-    ok = false;
+  if (ok) {
+    // Never replaces what is at the path: a region another process
+    // published meanwhile, or anything planted there, stays, and the open
+    // that follows decides whether it may be joined.
+    int rc = renameat2(AT_FDCWD, temp, AT_FDCWD, path, RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      rc = link(temp, path);  // a file system without RENAME_NOREPLACE
+    }
+    if (rc != 0 && errno != EEXIST) {
+      snprintf(error, error_len, "cannot publish the region %s: %s", path, strerror(errno));
+      ok = false;
+    }
   }
-  unlink(temp);
+  unlink(temp);  // gone after a rename; the second name after link()
   return ok;
 }
 
@@ -195,12 +258,122 @@ bool header_is_valid(const RegionHeader& h, uint64_t file_bytes, char* why, size
     return false;
   }
   if (h.header_bytes != sizeof(RegionHeader) || h.region_bytes != sizeof(Region) ||
-      h.slot_count != kMaxSlots || h.slot_bytes != sizeof(Slot) || file_bytes < sizeof(Region)) {
+      h.slot_count != kMaxSlots || h.slot_bytes != sizeof(Slot)) {
     snprintf(why, why_len, "corrupt region header (sizes do not match layout %u)", kLayoutVersion);
+    return false;
+  }
+  // Exactly the layout's size: a region is never resized, and a shorter
+  // file would fault (SIGBUS) where the mapping runs past its end.
+  if (file_bytes != sizeof(Region)) {
+    snprintf(why, why_len, "corrupt region (%llu bytes; layout %u has %llu)",
+             (unsigned long long)file_bytes, kLayoutVersion,
+             (unsigned long long)sizeof(Region));
     return false;
   }
   if (memchr(h.gpu_uuid, '\0', sizeof h.gpu_uuid) == nullptr) {
     snprintf(why, why_len, "corrupt region header (GPU UUID not terminated)");
+    return false;
+  }
+  return true;
+}
+
+GroupText parse_group_text(const char* text, gid_t* gid) {
+  const char* digits = text[0] == '+' || text[0] == '-' ? text + 1 : text;
+  if (*digits == '\0') return GroupText::kName;
+  for (const char* p = digits; *p; ++p)
+    if (*p < '0' || *p > '9') return GroupText::kName;
+  if (digits != text) return GroupText::kInvalid;  // a signed number is no gid
+  uint64_t value = 0;
+  for (const char* p = digits; *p; ++p) {
+    value = value * 10 + uint64_t(*p - '0');
+    if (value >= uint64_t(gid_t(-1))) return GroupText::kInvalid;  // (gid_t)-1, or wraps
+  }
+  *gid = gid_t(value);
+  return GroupText::kGid;
+}
+
+Membership group_membership(uid_t uid, gid_t gid) {
+  size_t size = 16384;
+  char* buffer = nullptr;
+  passwd entry;
+  passwd* found = nullptr;
+  int rc;
+  for (;;) {
+    buffer = static_cast<char*>(malloc(size));
+    if (!buffer) return Membership::kNotMember;
+    rc = getpwuid_r(uid, &entry, buffer, size, &found);
+    if (rc != ERANGE || size >= (1u << 22)) break;
+    free(buffer);
+    size *= 4;
+  }
+  Membership answer = Membership::kNotMember;  // what cannot be checked is not trusted
+  if (!found) {
+    if (rc == 0 || rc == ENOENT || rc == ESRCH) answer = Membership::kUnknownUser;
+  } else if (entry.pw_gid == gid) {
+    answer = Membership::kMember;
+  } else {
+    int count = 256;
+    gid_t* groups = nullptr;
+    for (;;) {
+      gid_t* grown = static_cast<gid_t*>(realloc(groups, size_t(count) * sizeof(gid_t)));
+      if (!grown) break;
+      groups = grown;
+      int capacity = count;
+      if (getgrouplist(entry.pw_name, entry.pw_gid, groups, &count) >= 0) {
+        for (int i = 0; i < count; ++i)
+          if (groups[i] == gid) answer = Membership::kMember;
+        break;
+      }
+      if (count <= capacity || count > 65536) break;
+    }
+    free(groups);
+  }
+  free(buffer);
+  return answer;
+}
+
+bool region_file_trusted(const struct stat& st, const RegionTrust& trust, char* why,
+                         size_t why_len) {
+  const mode_t mode = st.st_mode & 07777;
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, why_len, "is %s", file_type_name(st.st_mode));
+    return false;
+  }
+  if (mode & S_IWOTH) {
+    snprintf(why, why_len, "is writable by every user");
+    return false;
+  }
+  if (st.st_uid == trust.self) {
+    if (!(mode & S_IWGRP)) return true;
+    if (!trust.group_given) {
+      snprintf(why, why_len, "is writable by group %u, and GSHARE_GROUP is not set",
+               unsigned(st.st_gid));
+      return false;
+    }
+    if (st.st_gid != trust.group) {
+      snprintf(why, why_len, "is writable by group %u, not by GSHARE_GROUP's group %u",
+               unsigned(st.st_gid), unsigned(trust.group));
+      return false;
+    }
+    return true;
+  }
+  if (!trust.group_given) {
+    snprintf(why, why_len, "belongs to another user, and GSHARE_GROUP is not set");
+    return false;
+  }
+  if (st.st_gid != trust.group) {
+    snprintf(why, why_len, "belongs to another user and to group %u, not GSHARE_GROUP's group %u",
+             unsigned(st.st_gid), unsigned(trust.group));
+    return false;
+  }
+  if (mode != 0660) {
+    snprintf(why, why_len, "belongs to another user, and a shared region's mode is 0660");
+    return false;
+  }
+  // Root could do anything to this process anyway.
+  if (st.st_uid != 0 && trust.membership(st.st_uid, trust.group) == Membership::kNotMember) {
+    snprintf(why, why_len, "belongs to uid %u, who is not a member of GSHARE_GROUP's group %u",
+             unsigned(st.st_uid), unsigned(trust.group));
     return false;
   }
   return true;
@@ -212,10 +385,23 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_
     snprintf(error, error_len, "GSHARE_DIR=%s is too long", access.dir);
     return false;
   }
+  RegionTrust trust{geteuid()};
+  if (access.group && *access.group) {
+    if (!resolve_group(access.group, &trust.group, error, error_len)) return false;
+    trust.group_given = true;
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
-    int fd = open(out->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    int fd = open_regular(out->path, O_RDWR, &st, error, error_len);
     if (fd >= 0) {
-      if (!map_file(fd, true, out, error, error_len)) {
+      char why[200];
+      if (!region_file_trusted(st, trust, why, sizeof why)) {
+        snprintf(error, error_len, "not joining %s (owner uid %u, mode %04o): it %s", out->path,
+                 unsigned(st.st_uid), unsigned(st.st_mode & 07777), why);
+        close(fd);
+        return false;
+      }
+      if (!check_and_map(fd, st, true, out, error, error_len)) {
         close(fd);
         return false;
       }
@@ -227,10 +413,7 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_
       }
       return true;
     }
-    if (errno != ENOENT) {
-      snprintf(error, error_len, "cannot open %s: %s", out->path, strerror(errno));
-      return false;
-    }
+    if (errno != ENOENT) return false;
     if (!publish_new_region(access, uuid, capacity_bytes, out->path, error, error_len))
       return false;
   }
@@ -240,12 +423,10 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_
 
 bool open_region_read_only(const char* path, RegionFile* out, char* error, size_t error_len) {
   snprintf(out->path, sizeof out->path, "%s", path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    snprintf(error, error_len, "cannot open %s: %s", path, strerror(errno));
-    return false;
-  }
-  if (!map_file(fd, false, out, error, error_len)) {
+  struct stat st;
+  int fd = open_regular(path, O_RDONLY, &st, error, error_len);
+  if (fd < 0) return false;
+  if (!check_and_map(fd, st, false, out, error, error_len)) {
     close(fd);
     return false;
   }

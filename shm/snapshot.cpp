@@ -1,9 +1,11 @@
 #include "shm/snapshot.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "scheduler/lanes.h"
@@ -30,18 +32,37 @@ uint64_t elapsed_since(uint64_t since, uint64_t now) {
   return since != 0 && since <= now ? now - since : 0;
 }
 
+bool read_exactly(int fd, void* into, size_t bytes, off_t offset) {
+  char* p = static_cast<char*>(into);
+  while (bytes > 0) {
+    ssize_t n = pread(fd, p, bytes, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    bytes -= size_t(n);
+    offset += n;
+  }
+  return true;
+}
+
 // Copies the header and slots while no writer is inside a write section.
+// The file is read, not mapped: its owner, maybe another user, may truncate
+// it at any time, which fails a read where a mapping would fault (SIGBUS).
 // After many failed tries a torn copy is still used: every value is shown,
 // never used as an index, so a torn read only makes one frame imprecise.
-void copy_consistent(const Region& live, Region* copy) {
+// False if the file shrank.
+bool copy_consistent(int fd, Region* copy) {
+  const off_t seq_offset = reinterpret_cast<const char*>(&copy->header.seq) -
+                           reinterpret_cast<const char*>(copy);
   for (int attempt = 0; attempt < 200; ++attempt) {
-    uint32_t before = live.header.seq.load(std::memory_order_acquire);
+    uint32_t before = 0, after = 0;
+    if (!read_exactly(fd, &before, sizeof before, seq_offset)) return false;
     if (before & 1u) continue;
-    memcpy(static_cast<void*>(copy), &live, sizeof(Region));
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (live.header.seq.load(std::memory_order_relaxed) == before) return;
+    if (!read_exactly(fd, copy, sizeof(Region), 0)) return false;
+    if (!read_exactly(fd, &after, sizeof after, seq_offset)) return false;
+    if (after == before) return true;
   }
-  memcpy(static_cast<void*>(copy), &live, sizeof(Region));
+  return read_exactly(fd, copy, sizeof(Region), 0);
 }
 
 const char* policy_text(uint32_t policy) {
@@ -177,7 +198,11 @@ GpuSnapshot snapshot_region(const std::string& path) {
   }
   std::vector<unsigned char> storage(sizeof(Region));
   Region* copy = reinterpret_cast<Region*>(storage.data());
-  copy_consistent(*file.region, copy);
+  if (!copy_consistent(file.fd, copy)) {
+    gpu.error = path + ": the file shrank while it was read";
+    close_region(&file);
+    return gpu;
+  }
   // After the copy, so no stamp in it is later than "now".
   const uint64_t now_mono_ns = mono_now_ns();
   const uint64_t now_unix_ns = unix_now_ns();

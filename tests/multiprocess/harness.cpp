@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -97,15 +99,50 @@ TestGpu::TestGpu(uint64_t memory_bytes) : memory_bytes_(memory_bytes) {
 
 TestGpu::~TestGpu() { (void)!system(("rm -rf '" + dir_ + "'").c_str()); }
 
+void TestGpu::open_to_all_users() {
+  namespace fs = std::filesystem;
+  if (!programs_dir_.empty()) return;
+  if (chmod(dir_.c_str(), 01777) != 0) throw std::runtime_error("cannot open " + dir_);
+  const std::string programs = dir_ + "/programs";
+  fs::create_directory(programs);
+  fs::permissions(programs, fs::perms(0755));
+  auto copy = [&](const fs::path& from) {
+    fs::copy_file(from, programs + "/" + from.filename().string());
+    fs::permissions(programs + "/" + from.filename().string(), fs::perms(0755));
+  };
+  copy(gshare_library());
+  copy(cuda_client(false));
+  copy(cuda_client(true));
+  for (const fs::directory_entry& entry : fs::directory_iterator(fake_driver_dir())) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("lib", 0) != 0) continue;
+    if (entry.is_symlink())
+      fs::create_symlink(fs::read_symlink(entry.path()), programs + "/" + name);
+    else if (entry.is_regular_file())
+      copy(entry.path());
+  }
+  programs_dir_ = programs;
+}
+
+std::string TestGpu::client(bool linked) const {
+  if (programs_dir_.empty()) return cuda_client(linked);
+  return programs_dir_ + "/" + std::filesystem::path(cuda_client(linked)).filename().string();
+}
+
 Env TestGpu::environment(const Env& extra, bool preload) const {
+  namespace fs = std::filesystem;
   Env env;
   env["PATH"] = "/usr/bin:/bin";
-  env["LD_LIBRARY_PATH"] = fake_driver_dir();
+  env["LD_LIBRARY_PATH"] = programs_dir_.empty() ? fake_driver_dir() : programs_dir_;
   env["FAKE_CUDA_DIR"] = dir_;
   env["FAKE_CUDA_UUID_SEED"] = seed_;
   env["FAKE_CUDA_MEM"] = std::to_string(memory_bytes_);
   env["GSHARE_DIR"] = dir_;
-  if (preload) env["LD_PRELOAD"] = gshare_library();
+  if (preload) {
+    env["LD_PRELOAD"] = programs_dir_.empty()
+                            ? gshare_library()
+                            : programs_dir_ + "/" + fs::path(gshare_library()).filename().string();
+  }
   for (const auto& [k, v] : extra) {
     if (v.empty()) env.erase(k); else env[k] = v;
   }
@@ -148,10 +185,26 @@ Finished run_to_end(const std::vector<std::string>& argv, const Env& env, double
   return f;
 }
 
-Client::Client(const TestGpu& gpu, const Env& extra, const std::string& load) {
+bool running_as_root() { return geteuid() == 0; }
+
+std::vector<std::string> as_user(const User& user, const std::vector<std::string>& argv) {
+  std::string groups;
+  for (gid_t g : user.groups) groups += (groups.empty() ? "" : ",") + std::to_string(g);
+  std::vector<std::string> full = {access("/usr/bin/setpriv", X_OK) == 0 ? "/usr/bin/setpriv"
+                                                                          : "/bin/setpriv",
+                                   "--reuid=" + std::to_string(user.uid),
+                                   "--regid=" + std::to_string(user.gid),
+                                   groups.empty() ? "--clear-groups" : "--groups=" + groups,
+                                   "--"};
+  full.insert(full.end(), argv.begin(), argv.end());
+  return full;
+}
+
+Client::Client(const TestGpu& gpu, const Env& extra, const std::string& load, const User* user) {
   bool linked = load == "link";
-  pid_ = spawn({cuda_client(linked), "--load=" + load, "--stdin"}, gpu.environment(extra), &in_,
-               &out_, &err_);
+  std::vector<std::string> argv = {gpu.client(linked), "--load=" + load, "--stdin"};
+  if (user) argv = as_user(*user, argv);
+  pid_ = spawn(argv, gpu.environment(extra), &in_, &out_, &err_);
   fcntl(err_, F_SETFL, O_NONBLOCK);
 }
 

@@ -3,7 +3,8 @@
 // Each TestGpu is a private fake GPU: its own directory for the arbiter
 // regions and the fake driver's state, and its own UUID seed, so tests run
 // in parallel without meeting. A Client is a running cuda_client driven one
-// command at a time through its stdin/stdout.
+// command at a time through its stdin/stdout, as this test's user or (with
+// root, through setpriv) as another.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +31,17 @@ std::string gshare_top();
 
 using Env = std::map<std::string, std::string>;
 
+// A user other than the test's, for what one user can do to another's
+// processes. Acting as one needs root.
+struct User {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups
+};
+bool running_as_root();
+// `argv` run as `user`: setpriv with exactly that uid, gid and groups.
+std::vector<std::string> as_user(const User& user, const std::vector<std::string>& argv);
+
 class TestGpu {
  public:
   explicit TestGpu(uint64_t memory_bytes = 8 * kGiB);
@@ -38,6 +50,12 @@ class TestGpu {
   TestGpu& operator=(const TestGpu&) = delete;
 
   const std::string& dir() const { return dir_; }
+  // Opens the GPU's directory to every user, as /dev/shm is (mode 1777),
+  // and runs its processes from copies of the library, the client and the
+  // fake driver inside it, which any user can read wherever the build is.
+  void open_to_all_users();
+  // The client program its processes run.
+  std::string client(bool linked = false) const;
   // The environment of a process on this GPU: fake driver, region dir,
   // and the preload unless `preload` is false. `extra` overrides.
   Env environment(const Env& extra = {}, bool preload = true) const;
@@ -53,6 +71,7 @@ class TestGpu {
   std::string dir_;
   std::string seed_;
   uint64_t memory_bytes_;
+  std::string programs_dir_;  // the copies of open_to_all_users, or "" for the build's
 };
 
 struct Finished {
@@ -66,8 +85,9 @@ Finished run_to_end(const std::vector<std::string>& argv, const Env& env, double
 
 class Client {
  public:
-  // load: "gpa", "dlsym" or "link".
-  Client(const TestGpu& gpu, const Env& extra = {}, const std::string& load = "gpa");
+  // load: "gpa", "dlsym" or "link"; `user`: run as that user (root only).
+  Client(const TestGpu& gpu, const Env& extra = {}, const std::string& load = "gpa",
+         const User* user = nullptr);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
