@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -169,4 +172,43 @@ TEST_CASE("bad scheduling values are refused, never clamped") {
     INFO(bad);
     CHECK_FALSE(parse_error({bad}).empty());
   }
+}
+
+namespace {
+// What gshare writes to stderr (fd 2) while `body` runs.
+template <class Body>
+std::string stderr_of(Body body) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  int saved = dup(2);
+  dup2(fds[1], 2);
+  close(fds[1]);
+  body();
+  dup2(saved, 2);
+  close(saved);
+  std::string text;
+  char buffer[4096];
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, size_t(n));
+  close(fds[0]);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("every message is one terminal-safe line, whatever it quotes") {
+  // A region's GPU UUID or command, a path from GSHARE_DIR: whatever the
+  // format quotes, the line written has no control bytes and no broken
+  // UTF-8, and valid UTF-8 passes through.
+  std::string told = stderr_of([] {
+    gshare::log_message(gshare::LogLevel::kError, "region %s: %s", "GPU-\x1b]2;title\x07",
+                        "a\nb\r\x9b" "c \xc2\x9b \xe2\x80\xa6 \xc3");
+  });
+  CHECK(told == "gshare: region GPU-?]2;title?: a?b??c ?? \xe2\x80\xa6 ?\n");
+
+  char out[16];
+  CHECK(gshare::escape_text("ok\x1b", out, sizeof out) == 3);
+  CHECK(std::string(out) == "ok?");
+  // Cut at a sequence boundary, never inside one.
+  CHECK(gshare::escape_text("ab\xe2\x80\xa6", out, 5) == 2);
+  CHECK(std::string(out) == "ab");
 }
