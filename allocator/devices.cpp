@@ -141,8 +141,7 @@ void configure_devices(const Options& options) {
 }
 
 uint64_t quota_for(uint64_t physical_bytes) {
-  uint64_t quota = g_options.mem_limit.resolve(physical_bytes);
-  return quota < physical_bytes ? quota : physical_bytes;
+  return quota_on_gpu(g_options.mem_limit, physical_bytes);
 }
 
 void format_uuid(const CUuuid& uuid, char* out, size_t out_len) {

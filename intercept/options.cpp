@@ -1,5 +1,7 @@
 #include "intercept/options.h"
 
+#include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +17,10 @@ constexpr const char* kSizeForms =
     "or a percentage of the GPU (25%)";
 constexpr const char* kBoolForms = "1, 0, true, false, yes, no, on or off";
 constexpr const char* kLogForms = "quiet, error, warn, info or debug";
-constexpr const char* kTextForms = "a non-empty string of fewer than 256 characters";
+constexpr const char* kGroupForms =
+    "a group name or a numeric gid (plain decimal), without spaces or control characters";
+// How much of a bad value a message quotes.
+constexpr size_t kShownValueChars = 121;
 
 using Parser = bool (*)(const char* value, Options* out);
 
@@ -29,23 +34,62 @@ bool copy_text(const char* v, char* out) {
   return true;
 }
 bool parse_dir(const char* v, Options* o) { return v[0] == '/' && copy_text(v, o->dir); }
-bool parse_group(const char* v, Options* o) { return copy_text(v, o->group); }
+
+// Numbers are plain decimal: digits, with one '.' and more digits where a
+// fraction means something, and a leading '-' only where negatives do. No
+// whitespace, '+', hex, exponent, inf or nan: strtod and strtoll accept all
+// of those ("0x14", " 20", "\n10", "0X1p4"), and a value that reads as
+// something other than what it looks like must be refused, not guessed.
+constexpr size_t kNumberChars = 24;
+
+bool is_plain_decimal(const char* v, bool fraction, bool negative) {
+  const char* p = v;
+  if (negative && *p == '-') ++p;
+  const char* digits = p;
+  while (*p >= '0' && *p <= '9') ++p;
+  if (p == digits) return false;
+  if (fraction && *p == '.') {
+    const char* decimals = ++p;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p == decimals) return false;
+  }
+  return *p == '\0' && size_t(p - v) <= kNumberChars;
+}
 
 // A decimal number in [low, high]; the whole text must be the number.
 bool parse_number(const char* v, double low, double high, double* out) {
-  char* end = nullptr;
-  double x = strtod(v, &end);
-  if (end == v || *end != '\0' || !(x >= low && x <= high)) return false;
+  if (!is_plain_decimal(v, true, low < 0)) return false;
+  double x = strtod(v, nullptr);
+  if (!(x >= low && x <= high)) return false;
   *out = x;
   return true;
 }
 
 bool parse_integer(const char* v, long long low, long long high, long long* out) {
-  char* end = nullptr;
-  long long x = strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || x < low || x > high) return false;
+  if (!is_plain_decimal(v, false, low < 0)) return false;
+  errno = 0;
+  long long x = strtoll(v, nullptr, 10);
+  if (errno != 0 || x < low || x > high) return false;
   *out = x;
   return true;
+}
+
+// A group name, or a numeric gid in plain decimal. Anything that a numeric
+// parse could bend (" 12", "+12", "-1", which wraps to the gid that fchown
+// reads as "leave the group alone") is refused, and so is the gid -1 itself.
+bool parse_group(const char* v, Options* o) {
+  bool numeric = true;
+  for (const char* p = v; *p; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c <= ' ' || c == 0x7F || c == ':') return false;
+    if (c < '0' || c > '9') numeric = false;
+  }
+  if (v[0] == '-' || v[0] == '+') return false;
+  if (numeric) {
+    long long gid;
+    if (!parse_integer(v, 0, 4294967294LL, &gid)) return false;
+  }
+  return copy_text(v, o->group);
 }
 
 bool parse_policy_option(const char* v, Options* o) {
@@ -132,7 +176,7 @@ const OptionRow kOptions[] = {
      "an absolute path", parse_dir},
     {{"GSHARE_GROUP", "group", "none (mode 0600)",
       "group that may join this user's regions (mode 0660); a name or a numeric gid"},
-     kTextForms, parse_group},
+     kGroupForms, parse_group},
     {{"GSHARE_LOG", "level", "warn", "how much gshare writes to stderr"}, kLogForms, parse_log},
     {{"GSHARE_POLICY", "policy", "fair",
       "who launches on a shared GPU: fifo, fair, srtf, priority or pack (lanes run at once, "
@@ -221,41 +265,66 @@ bool parse_bool(const char* text, bool* out) {
 }
 
 bool parse_size(const char* text, SizeSpec* out) {
-  // Number: digits with at most one '.', then an optional unit or '%'.
+  // Number: plain decimal (digits, optionally '.' and more digits), then an
+  // optional unit or '%'.
   const char* p = text;
-  bool seen_digit = false, seen_dot = false;
-  while ((*p >= '0' && *p <= '9') || (*p == '.' && !seen_dot)) {
-    if (*p == '.') seen_dot = true; else seen_digit = true;
-    ++p;
+  while (*p >= '0' && *p <= '9') ++p;
+  if (p == text) return false;
+  bool fraction = *p == '.';
+  if (fraction) {
+    const char* decimals = ++p;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p == decimals) return false;
   }
-  if (!seen_digit || p - text > 32) return false;
+  if (p - text > 32) return false;
   char number[40];
   memcpy(number, text, size_t(p - text));
   number[p - text] = '\0';
   const char* unit = p;
-
+  SizeSpec parsed;
   if (strcmp(unit, "%") == 0) {
     double percent = strtod(number, nullptr);
     if (!(percent > 0.0 && percent <= 100.0)) return false;
-    *out = SizeSpec{SizeSpec::kPercent, 0, percent};
-    return true;
+    parsed.kind = SizeSpec::kPercent;
+    parsed.percent = percent;
+  } else {
+    static const struct { const char* name; double scale; } kUnits[] = {
+        {"", 1},       {"B", 1},
+        {"K", 0x1p10}, {"KiB", 0x1p10}, {"KB", 1e3},
+        {"M", 0x1p20}, {"MiB", 0x1p20}, {"MB", 1e6},
+        {"G", 0x1p30}, {"GiB", 0x1p30}, {"GB", 1e9},
+        {"T", 0x1p40}, {"TiB", 0x1p40}, {"TB", 1e12},
+    };
+    bool known = false;
+    for (const auto& u : kUnits) {
+      if (strcmp(unit, u.name) != 0) continue;
+      if (u.scale == 1 && fraction) return false;  // a fraction of a byte
+      double bytes = std::floor(strtod(number, nullptr) * u.scale);
+      if (!(bytes >= 1.0 && bytes < 0x1p63)) return false;  // zero or absurd
+      parsed.kind = SizeSpec::kBytes;
+      parsed.bytes = uint64_t(bytes);
+      known = true;
+      break;
+    }
+    if (!known) return false;
   }
-  static const struct { const char* name; double scale; } kUnits[] = {
-      {"", 1},       {"B", 1},
-      {"K", 0x1p10}, {"KiB", 0x1p10}, {"KB", 1e3},
-      {"M", 0x1p20}, {"MiB", 0x1p20}, {"MB", 1e6},
-      {"G", 0x1p30}, {"GiB", 0x1p30}, {"GB", 1e9},
-      {"T", 0x1p40}, {"TiB", 0x1p40}, {"TB", 1e12},
-  };
-  for (const auto& u : kUnits) {
-    if (strcmp(unit, u.name) != 0) continue;
-    if (u.scale == 1 && seen_dot) return false;  // a fraction of a byte
-    double bytes = std::floor(strtod(number, nullptr) * u.scale);
-    if (!(bytes >= 1.0 && bytes < 0x1p63)) return false;  // zero or absurd
-    *out = SizeSpec{SizeSpec::kBytes, uint64_t(bytes), 0};
-    return true;
-  }
-  return false;
+  // Short enough by now: the number is at most 32 characters, the unit 3.
+  snprintf(parsed.text, sizeof parsed.text, "%s", text);
+  *out = parsed;
+  return true;
+}
+
+uint64_t quota_on_gpu(const SizeSpec& limit, uint64_t gpu_bytes) {
+  uint64_t quota = limit.resolve(gpu_bytes);
+  if (quota <= gpu_bytes) return quota;
+  // GSHARE_MEM_LIMIT=1T on an 8 GiB GPU is most likely a slip (a unit, a
+  // digit): say that the quota is then the whole GPU, once per process.
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true, std::memory_order_relaxed))
+    GSHARE_WARN("GSHARE_MEM_LIMIT=%s is more than the GPU's memory (%.2f GiB, %llu bytes): this "
+                "process's quota is the whole GPU", limit.text, double(gpu_bytes) / 0x1p30,
+                (unsigned long long)gpu_bytes);
+  return gpu_bytes;
 }
 
 bool parse_options(const char* const* environment, Options* out, char* error, size_t error_len) {
@@ -282,13 +351,18 @@ bool parse_options(const char* const* environment, Options* out, char* error, si
       const char* best = kOptions[0].info.name;
       for (size_t i = 1; i < count; ++i)
         if (distance(name, kOptions[i].info.name) < distance(name, best)) best = kOptions[i].info.name;
+      // The name is untrusted text on its way to a terminal: escaped.
+      char shown[72];
+      escape_text(name, shown, sizeof shown);
       snprintf(error, error_len,
                "%s is not a gshare variable (did you mean %s?); refusing to start without it "
-               "rather than run with settings you did not ask for", name, best);
+               "rather than run with settings you did not ask for", shown, best);
       return false;
     }
     if (!row->parse(value, out)) {
-      snprintf(error, error_len, "%s=%.*s is not valid; accepted: %s", row->info.name, 120, value,
+      char shown[kShownValueChars];
+      escape_text(value, shown, sizeof shown);
+      snprintf(error, error_len, "%s=%s is not valid; accepted: %s", row->info.name, shown,
                row->accepted);
       return false;
     }

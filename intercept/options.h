@@ -2,8 +2,9 @@
 // one-line description. Parsed once, at cuInit, from the environment.
 //
 // A bad value is never ignored: parse_options fails with one sentence naming
-// the variable, the bad value and the accepted forms, and cuInit then returns
-// CUDA_ERROR_INVALID_VALUE. An unknown GSHARE_* name is an error too, so a
+// the variable, the bad value (escaped: it goes to a terminal) and the
+// accepted forms, and cuInit then returns CUDA_ERROR_INVALID_VALUE. Numbers
+// are plain decimal only. An unknown GSHARE_* name is an error too, so a
 // typo such as GSHARE_MEM_LIMT=4GiB cannot silently run without a limit.
 #pragma once
 
@@ -20,10 +21,17 @@ struct SizeSpec {
   enum Kind { kUnset, kBytes, kPercent } kind = kUnset;
   uint64_t bytes = 0;
   double percent = 0;
+  char text[40] = "";  // as written, for messages
 
-  // The size in bytes on a GPU of `gpu_bytes`; `gpu_bytes` when unset.
+  // The size in bytes on a GPU of `gpu_bytes`; `gpu_bytes` when unset. May
+  // exceed `gpu_bytes` (quota_on_gpu clamps).
   uint64_t resolve(uint64_t gpu_bytes) const;
 };
+
+// The quota `limit` gives on a GPU of `gpu_bytes`, at most the whole GPU. A
+// size beyond the GPU gets one warning per process naming the value and
+// the GPU's size.
+uint64_t quota_on_gpu(const SizeSpec& limit, uint64_t gpu_bytes);
 
 inline constexpr size_t kOptionTextChars = 256;
 
