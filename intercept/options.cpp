@@ -215,26 +215,81 @@ const OptionRow kOptions[] = {
 
 OptionInfo g_infos[sizeof kOptions / sizeof kOptions[0]];
 
-// Edit distance, to suggest the intended name for an unknown one.
-size_t distance(const char* a, const char* b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63) return 64;
-  size_t row[64];
-  for (size_t j = 0; j <= lb; ++j) row[j] = j;
+// Unknown GSHARE_* names. One close to a known name is a typo and is
+// refused: GSHARE_MEM_LIMT=4GiB must not run without a limit. "Close" is,
+// ignoring case, an edit distance of at most 2 (a transposition of two
+// neighbours counts as one edit) or the same letters in another order
+// (GSHARE_LIMIT_MEM). Any other GSHARE_* name is not gshare's to refuse (a
+// wrapper's own variable, a newer gshare's): it gets one warning.
+constexpr size_t kTypoDistance = 2;
+constexpr size_t kNameChars = 64;
+
+char upper(char c) { return c >= 'a' && c <= 'z' ? char(c - 'a' + 'A') : c; }
+
+// Optimal string alignment distance: insertions, deletions, substitutions
+// and transpositions of adjacent characters, case-insensitive.
+size_t distance(const char* a, size_t la, const char* b) {
+  size_t lb = strlen(b);
+  if (la >= kNameChars || lb >= kNameChars) return kNameChars;
+  size_t rows[3][kNameChars];
+  size_t *before = rows[0], *previous = rows[1], *row = rows[2];
+  for (size_t j = 0; j <= lb; ++j) previous[j] = j;
   for (size_t i = 1; i <= la; ++i) {
-    size_t diagonal = row[0];
     row[0] = i;
     for (size_t j = 1; j <= lb; ++j) {
-      size_t up = row[j];
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      size_t best = diagonal + cost;
-      if (up + 1 < best) best = up + 1;
+      size_t cost = upper(a[i - 1]) == upper(b[j - 1]) ? 0 : 1;
+      size_t best = previous[j - 1] + cost;
+      if (previous[j] + 1 < best) best = previous[j] + 1;
       if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      if (i > 1 && j > 1 && upper(a[i - 1]) == upper(b[j - 2]) &&
+          upper(a[i - 2]) == upper(b[j - 1]) && before[j - 2] + 1 < best)
+        best = before[j - 2] + 1;
       row[j] = best;
-      diagonal = up;
     }
+    size_t* oldest = before;
+    before = previous;
+    previous = row;
+    row = oldest;
   }
-  return row[lb];
+  return previous[lb];
+}
+
+// The same letters, in any order (case-insensitive).
+bool same_letters(const char* a, size_t la, const char* b) {
+  if (la != strlen(b)) return false;
+  int counts[256] = {};
+  for (size_t i = 0; i < la; ++i) {
+    counts[static_cast<unsigned char>(upper(a[i]))]++;
+    counts[static_cast<unsigned char>(upper(b[i]))]--;
+  }
+  for (int c : counts)
+    if (c != 0) return false;
+  return true;
+}
+
+// The known name an unknown one is a typo of, or nullptr.
+const char* typo_of(const char* name, size_t name_len) {
+  const char* best = nullptr;
+  size_t best_distance = kTypoDistance + 1;
+  for (const OptionRow& row : kOptions) {
+    size_t d = same_letters(name, name_len, row.info.name) ? 1 : distance(name, name_len, row.info.name);
+    if (d < best_distance) best = row.info.name, best_distance = d;
+  }
+  return best;
+}
+
+// Appends `name` to the list of ignored names, comma-separated; an
+// ellipsis ends a list that does not fit.
+void note_ignored(Options* out, const char* name) {
+  out->ignored_count++;
+  size_t used = strlen(out->ignored);
+  size_t need = strlen(name) + (used ? 2 : 0);
+  if (used + need + 4 >= sizeof out->ignored) {
+    if (used + 4 < sizeof out->ignored && strstr(out->ignored, "\u2026") == nullptr)
+      memcpy(out->ignored + used, "\u2026", 4);  // "…" and its NUL
+    return;
+  }
+  snprintf(out->ignored + used, sizeof out->ignored - used, "%s%s", used ? ", " : "", name);
 }
 
 }  // namespace
@@ -346,18 +401,17 @@ bool parse_options(const char* const* environment, Options* out, char* error, si
       }
     }
     if (!row) {
-      char name[64];
-      snprintf(name, sizeof name, "%.*s", int(name_len < 63 ? name_len : 63), kv);
-      const char* best = kOptions[0].info.name;
-      for (size_t i = 1; i < count; ++i)
-        if (distance(name, kOptions[i].info.name) < distance(name, best)) best = kOptions[i].info.name;
       // The name is untrusted text on its way to a terminal: escaped.
-      char shown[72];
-      escape_text(name, shown, sizeof shown);
-      snprintf(error, error_len,
-               "%s is not a gshare variable (did you mean %s?); refusing to start without it "
-               "rather than run with settings you did not ask for", shown, best);
-      return false;
+      char name[kNameChars + 8];
+      escape_text(kv, name_len, name, sizeof name);
+      if (const char* meant = typo_of(kv, name_len)) {
+        snprintf(error, error_len,
+                 "%s is not a gshare variable (did you mean %s?); refusing to start without it "
+                 "rather than run with settings you did not ask for", name, meant);
+        return false;
+      }
+      note_ignored(out, name);
+      continue;
     }
     if (!row->parse(value, out)) {
       char shown[kShownValueChars];
@@ -367,6 +421,13 @@ bool parse_options(const char* const* environment, Options* out, char* error, si
       return false;
     }
   }
+  // Told once, here, since parse_options runs once per process (at cuInit),
+  // after the whole environment is read: GSHARE_LOG may come later in it.
+  if (out->ignored_count > 0 && out->log_level >= LogLevel::kWarn)
+    log_message(LogLevel::kWarn,
+                "ignoring %s: not %s gshare knows (`gshare-top --help-env` lists them), and "
+                "not close enough to one to be a typo", out->ignored,
+                out->ignored_count == 1 ? "a variable" : "variables");
   return true;
 }
 

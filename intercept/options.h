@@ -4,8 +4,10 @@
 // A bad value is never ignored: parse_options fails with one sentence naming
 // the variable, the bad value (escaped: it goes to a terminal) and the
 // accepted forms, and cuInit then returns CUDA_ERROR_INVALID_VALUE. Numbers
-// are plain decimal only. An unknown GSHARE_* name is an error too, so a
-// typo such as GSHARE_MEM_LIMT=4GiB cannot silently run without a limit.
+// are plain decimal only. An unknown GSHARE_* name close to a known one (a
+// typo such as GSHARE_MEM_LIMT=4GiB, which must not silently run without a
+// limit) is an error too; any other unknown GSHARE_* name gets one warning
+// and is ignored.
 #pragma once
 
 #include <cstddef>
@@ -58,6 +60,11 @@ struct Options {
   double slice_max_ms = 200;
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
+  // Unknown GSHARE_* names that are no typo of a known one, ignored after
+  // one warning: how many, and their list (escaped, comma-separated, "…"
+  // when it does not fit).
+  unsigned ignored_count = 0;
+  char ignored[kOptionTextChars] = "";
 };
 
 struct OptionInfo {
@@ -72,6 +79,8 @@ const OptionInfo* option_table(size_t* count);
 
 // Parses the GSHARE_* entries of a NULL-terminated environment array.
 // Returns false with one explanatory sentence in `error` on the first problem.
+// Writes the one warning about ignored names itself (unless the parsed
+// GSHARE_LOG silences warnings).
 bool parse_options(const char* const* environment, Options* out, char* error, size_t error_len);
 
 // Single-value parsers, exposed for tests.

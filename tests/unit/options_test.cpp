@@ -282,6 +282,41 @@ TEST_CASE("a size beyond the GPU is the whole GPU, with one warning naming both"
   CHECK(gshare::quota_on_gpu(SizeSpec{}, 8ull << 30) == 8ull << 30);  // unset: the whole GPU
 }
 
+TEST_CASE("a name close to a known one is refused as a typo") {
+  for (const char* typo : {"GSHARE_MEM_LIMT=4GiB",      // a letter missing
+                           "GSHARE_MEM_LIMITT=4GiB",    // one too many
+                           "GSHARE_MEM_LIMTI=4GiB",     // neighbours swapped
+                           "GSHARE_MEMLIMT=4GiB",       // two edits
+                           "GSHARE_mem_limit=4GiB",     // case
+                           "GSHARE_LIMIT_MEM=4GiB",     // the same letters, reordered
+                           "GSHARE_QUANTUM_SM=10", "GSHARE_POLCIY=fifo", "GSHARE_DIRS=/tmp"}) {
+    INFO(typo);
+    std::string e = parse_error({typo});
+    CHECK(e.find("did you mean GSHARE_") != std::string::npos);
+  }
+  CHECK(parse_error({"GSHARE_LIMIT_MEM=4GiB"}).find("did you mean GSHARE_MEM_LIMIT") !=
+        std::string::npos);
+}
+
+TEST_CASE("any other unknown GSHARE_ name is ignored after one warning") {
+  const char* env[] = {"GSHARE_WRAPPER_TOKEN=abc", "GSHARE_MEM_LIMIT=2GiB", "GSHARE_X=1", nullptr};
+  Options o;
+  char error[512] = "";
+  bool ok = false;
+  std::string told = stderr_of([&] { ok = parse_options(env, &o, error, sizeof error); });
+  INFO(error);
+  REQUIRE(ok);
+  CHECK(o.mem_limit.bytes == 2ull << 30);  // the rest still applies
+  CHECK(o.ignored_count == 2);
+  CHECK(std::string(o.ignored) == "GSHARE_WRAPPER_TOKEN, GSHARE_X");
+  CHECK(lines_in(told) == 1);
+  CHECK(told.find("GSHARE_WRAPPER_TOKEN, GSHARE_X") != std::string::npos);
+  // GSHARE_LOG=quiet silences it, wherever it stands in the environment.
+  const char* quiet[] = {"GSHARE_UNRELATED=1", "GSHARE_LOG=quiet", nullptr};
+  CHECK(stderr_of([&] { REQUIRE(parse_options(quiet, &o, error, sizeof error)); }).empty());
+  CHECK(o.ignored_count == 1);
+}
+
 TEST_CASE("values and names from the environment reach messages escaped") {
   std::string e = parse_error({"GSHARE_QUANTUM_MS=\n10\x1b[31m\t\x7f"});
   CHECK_FALSE(has_control_bytes(e));
@@ -293,6 +328,13 @@ TEST_CASE("values and names from the environment reach messages escaped") {
   CHECK_FALSE(has_control_bytes(e));
   CHECK(e.find("GSHARE_MEM_LIMI?") != std::string::npos);
 
+  const char* env[] = {"GSHARE_\x1b[2Jsomething_else\n=1", nullptr};
+  Options o;
+  char error[512] = "";
+  std::string told = stderr_of([&] { REQUIRE(parse_options(env, &o, error, sizeof error)); });
+  CHECK(lines_in(told) == 1);
+  CHECK_FALSE(has_control_bytes(told.substr(0, told.size() - 1)));
+  CHECK(told.find("GSHARE_?[2Jsomething_else?") != std::string::npos);
 }
 
 TEST_CASE("every message is one terminal-safe line, whatever it quotes") {
