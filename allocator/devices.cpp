@@ -89,9 +89,16 @@ void attach_region(Device& d, uint64_t quota) {
   shm::SlotIdentity who{int32_t(getpid()), uint32_t(getuid()), process_start_ticks(), command,
                         quota};
   if (!arbiter.claim_slot(who)) {
-    GSHARE_ERROR("the process table of %s is full (%u processes). This process runs alone on GPU "
-                 "%s: its quota still holds, but other gshare processes do not see it",
-                 file.path, shm::kMaxSlots, d.uuid);
+    // claim_slot fails on a full table and on a lock that cannot be taken:
+    // say which.
+    if (shm::region_lock_unusable(file, error, sizeof error))
+      GSHARE_ERROR("%s. This process runs alone on GPU %s: its quota (%llu bytes) still holds, "
+                   "but other gshare processes do not see it",
+                   error, d.uuid, (unsigned long long)quota);
+    else
+      GSHARE_ERROR("the process table of %s is full (%u processes). This process runs alone on "
+                   "GPU %s: its quota still holds, but other gshare processes do not see it",
+                   file.path, shm::kMaxSlots, d.uuid);
     d.account.use_local(quota, d.physical_bytes);
     return;
   }
