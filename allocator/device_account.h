@@ -2,14 +2,21 @@
 //
 // Normally the account is a slot in the GPU's arbiter region, so the limits
 // hold across every gshare process on that GPU. When the region cannot be
-// used (another gshare version, a corrupt file, a full table, no permission)
-// the account falls back to this process alone: its quota and the GPU's
-// physical size still hold, and a message says that others do not see it.
-// Never silently unlimited.
+// used (another gshare version, a corrupt file, a full table, no permission,
+// a lock that cannot be taken) the account falls back to this process alone:
+// its quota and the GPU's physical size still hold, and a message says that
+// others do not see it. Never silently unlimited.
+//
+// The same happens to an account already in the region whose lock becomes
+// unusable (shm/robust_mutex.h): from the first lock that fails, whatever
+// the call, the account goes on alone from what its slot held, with one
+// message, and its gate is left open so that no thread of this process
+// waits for a launch token that nobody can hand over any more.
 #pragma once
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "shm/arbiter.h"
@@ -39,12 +46,12 @@ class DeviceAccount {
   void set_context_bytes(uint64_t bytes);
   // An allocation over capacity or the safety condition was finally refused.
   void note_denied() {
-    if (shared_) arbiter_.note_denied();
+    if (shared()) arbiter_.note_denied();
   }
 
-  bool shared() const { return shared_; }
+  bool shared() const { return shared_.load(std::memory_order_acquire); }
   shm::Arbiter& arbiter() { return arbiter_; }
-  shm::Slot* slot() const { return shared_ ? arbiter_.slot() : nullptr; }
+  shm::Slot* slot() const { return shared() ? arbiter_.slot() : nullptr; }
   uint64_t quota_bytes() const;
   uint64_t capacity_bytes() const { return capacity_bytes_; }
   uint64_t reserved_bytes() const;      // this process
@@ -53,11 +60,22 @@ class DeviceAccount {
 
   void forget_after_fork();
 
+  // The region's lock failed (`why`, from shm/robust_mutex.h): goes on
+  // alone. Idempotent; the first call tells.
+  void lock_became_unusable(const char* why);
+
  private:
-  void fall_back_to_local();
+  // Copies the slot's figures into the local account and leaves the
+  // region. True for the one call that did it.
+  bool fall_back_to_local();
+  // After a call into the arbiter that took `failures_before` (the
+  // thread's lock failures, shm::robust_mutex_failures_in_thread) before
+  // it: whether its lock failed, so that nothing was written to the region
+  // and the call must be applied to the local account instead.
+  bool lock_failed_since(uint64_t failures_before);
   shm::ReserveResult reserve_local(uint64_t bytes, bool allocated);
 
-  bool shared_ = false;
+  std::atomic<bool> shared_{false};
   shm::Arbiter arbiter_;
   uint64_t capacity_bytes_ = 0;
   // Alone mode only.

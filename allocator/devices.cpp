@@ -89,9 +89,16 @@ void attach_region(Device& d, uint64_t quota) {
   shm::SlotIdentity who{int32_t(getpid()), uint32_t(getuid()), process_start_ticks(), command,
                         quota};
   if (!arbiter.claim_slot(who)) {
-    GSHARE_ERROR("the process table of %s is full (%u processes). This process runs alone on GPU "
-                 "%s: its quota still holds, but other gshare processes do not see it",
-                 file.path, shm::kMaxSlots, d.uuid);
+    // claim_slot fails on a full table and on a lock that cannot be taken:
+    // say which.
+    if (shm::region_lock_unusable(file, error, sizeof error))
+      GSHARE_ERROR("%s. This process runs alone on GPU %s: its quota (%llu bytes) still holds, "
+                   "but other gshare processes do not see it",
+                   error, d.uuid, (unsigned long long)quota);
+    else
+      GSHARE_ERROR("the process table of %s is full (%u processes). This process runs alone on "
+                   "GPU %s: its quota still holds, but other gshare processes do not see it",
+                   file.path, shm::kMaxSlots, d.uuid);
     d.account.use_local(quota, d.physical_bytes);
     return;
   }
@@ -141,8 +148,7 @@ void configure_devices(const Options& options) {
 }
 
 uint64_t quota_for(uint64_t physical_bytes) {
-  uint64_t quota = g_options.mem_limit.resolve(physical_bytes);
-  return quota < physical_bytes ? quota : physical_bytes;
+  return quota_on_gpu(g_options.mem_limit, physical_bytes);
 }
 
 void format_uuid(const CUuuid& uuid, char* out, size_t out_len) {

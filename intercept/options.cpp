@@ -1,5 +1,7 @@
 #include "intercept/options.h"
 
+#include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,11 @@ constexpr const char* kSizeForms =
     "or a percentage of the GPU (25%)";
 constexpr const char* kBoolForms = "1, 0, true, false, yes, no, on or off";
 constexpr const char* kLogForms = "quiet, error, warn, info or debug";
+constexpr const char* kGroupForms =
+    "a group name of fewer than 256 characters, or a numeric gid from 0 to 4294967294 "
+    "(plain decimal), without spaces or control characters";
+// How much of a bad value a message quotes.
+constexpr size_t kShownValueChars = 121;
 
 using Parser = bool (*)(const char* value, Options* out);
 
@@ -30,29 +37,58 @@ bool copy_text(const char* v, char* out) {
   return true;
 }
 bool parse_dir(const char* v, Options* o) { return v[0] == '/' && copy_text(v, o->dir); }
-// A number must be a gid: -1 or 4294967296 would otherwise name another
-// group (or none) than the user meant, and the regions' group is their trust.
-bool parse_group(const char* v, Options* o) {
-  gid_t gid;
-  if (shm::parse_group_text(v, &gid) == shm::GroupText::kInvalid) return false;
-  return copy_text(v, o->group);
+
+// Numbers are plain decimal: digits, with one '.' and more digits where a
+// fraction means something, and a leading '-' only where negatives do. No
+// whitespace, '+', hex, exponent, inf or nan: strtod and strtoll accept all
+// of those ("0x14", " 20", "\n10", "0X1p4"), and a value that reads as
+// something other than what it looks like must be refused, not guessed.
+constexpr size_t kNumberChars = 24;
+
+bool is_plain_decimal(const char* v, bool fraction, bool negative) {
+  const char* p = v;
+  if (negative && *p == '-') ++p;
+  const char* digits = p;
+  while (*p >= '0' && *p <= '9') ++p;
+  if (p == digits) return false;
+  if (fraction && *p == '.') {
+    const char* decimals = ++p;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p == decimals) return false;
+  }
+  return *p == '\0' && size_t(p - v) <= kNumberChars;
 }
 
 // A decimal number in [low, high]; the whole text must be the number.
 bool parse_number(const char* v, double low, double high, double* out) {
-  char* end = nullptr;
-  double x = strtod(v, &end);
-  if (end == v || *end != '\0' || !(x >= low && x <= high)) return false;
+  if (!is_plain_decimal(v, true, low < 0)) return false;
+  double x = strtod(v, nullptr);
+  if (!(x >= low && x <= high)) return false;
   *out = x;
   return true;
 }
 
 bool parse_integer(const char* v, long long low, long long high, long long* out) {
-  char* end = nullptr;
-  long long x = strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || x < low || x > high) return false;
+  if (!is_plain_decimal(v, false, low < 0)) return false;
+  errno = 0;
+  long long x = strtoll(v, nullptr, 10);
+  if (errno != 0 || x < low || x > high) return false;
   *out = x;
   return true;
+}
+
+// A group name, or a numeric gid in plain decimal. No spaces, control
+// characters or ':', and a number must be a gid (shm::parse_group_text):
+// -1 or 4294967296 would otherwise name another group (or none) than the
+// user meant, and the regions' group is their trust.
+bool parse_group(const char* v, Options* o) {
+  for (const char* p = v; *p; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c <= ' ' || c == 0x7F || c == ':') return false;
+  }
+  gid_t gid;
+  if (shm::parse_group_text(v, &gid) == shm::GroupText::kInvalid) return false;
+  return copy_text(v, o->group);
 }
 
 bool parse_policy_option(const char* v, Options* o) {
@@ -139,8 +175,7 @@ const OptionRow kOptions[] = {
      "an absolute path", parse_dir},
     {{"GSHARE_GROUP", "group", "none (mode 0600)",
       "group that may join this user's regions (mode 0660); a name or a numeric gid"},
-     "a group name of fewer than 256 characters, or a numeric gid from 0 to 4294967294",
-     parse_group},
+     kGroupForms, parse_group},
     {{"GSHARE_LOG", "level", "warn", "how much gshare writes to stderr"}, kLogForms, parse_log},
     {{"GSHARE_POLICY", "policy", "fair",
       "who launches on a shared GPU: fifo, fair, srtf, priority or pack (lanes run at once, "
@@ -180,26 +215,81 @@ const OptionRow kOptions[] = {
 
 OptionInfo g_infos[sizeof kOptions / sizeof kOptions[0]];
 
-// Edit distance, to suggest the intended name for an unknown one.
-size_t distance(const char* a, const char* b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 63 || lb > 63) return 64;
-  size_t row[64];
-  for (size_t j = 0; j <= lb; ++j) row[j] = j;
+// Unknown GSHARE_* names. One close to a known name is a typo and is
+// refused: GSHARE_MEM_LIMT=4GiB must not run without a limit. "Close" is,
+// ignoring case, an edit distance of at most 2 (a transposition of two
+// neighbours counts as one edit) or the same letters in another order
+// (GSHARE_LIMIT_MEM). Any other GSHARE_* name is not gshare's to refuse (a
+// wrapper's own variable, a newer gshare's): it gets one warning.
+constexpr size_t kTypoDistance = 2;
+constexpr size_t kNameChars = 64;
+
+char upper(char c) { return c >= 'a' && c <= 'z' ? char(c - 'a' + 'A') : c; }
+
+// Optimal string alignment distance: insertions, deletions, substitutions
+// and transpositions of adjacent characters, case-insensitive.
+size_t distance(const char* a, size_t la, const char* b) {
+  size_t lb = strlen(b);
+  if (la >= kNameChars || lb >= kNameChars) return kNameChars;
+  size_t rows[3][kNameChars];
+  size_t *before = rows[0], *previous = rows[1], *row = rows[2];
+  for (size_t j = 0; j <= lb; ++j) previous[j] = j;
   for (size_t i = 1; i <= la; ++i) {
-    size_t diagonal = row[0];
     row[0] = i;
     for (size_t j = 1; j <= lb; ++j) {
-      size_t up = row[j];
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      size_t best = diagonal + cost;
-      if (up + 1 < best) best = up + 1;
+      size_t cost = upper(a[i - 1]) == upper(b[j - 1]) ? 0 : 1;
+      size_t best = previous[j - 1] + cost;
+      if (previous[j] + 1 < best) best = previous[j] + 1;
       if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      if (i > 1 && j > 1 && upper(a[i - 1]) == upper(b[j - 2]) &&
+          upper(a[i - 2]) == upper(b[j - 1]) && before[j - 2] + 1 < best)
+        best = before[j - 2] + 1;
       row[j] = best;
-      diagonal = up;
     }
+    size_t* oldest = before;
+    before = previous;
+    previous = row;
+    row = oldest;
   }
-  return row[lb];
+  return previous[lb];
+}
+
+// The same letters, in any order (case-insensitive).
+bool same_letters(const char* a, size_t la, const char* b) {
+  if (la != strlen(b)) return false;
+  int counts[256] = {};
+  for (size_t i = 0; i < la; ++i) {
+    counts[static_cast<unsigned char>(upper(a[i]))]++;
+    counts[static_cast<unsigned char>(upper(b[i]))]--;
+  }
+  for (int c : counts)
+    if (c != 0) return false;
+  return true;
+}
+
+// The known name an unknown one is a typo of, or nullptr.
+const char* typo_of(const char* name, size_t name_len) {
+  const char* best = nullptr;
+  size_t best_distance = kTypoDistance + 1;
+  for (const OptionRow& row : kOptions) {
+    size_t d = same_letters(name, name_len, row.info.name) ? 1 : distance(name, name_len, row.info.name);
+    if (d < best_distance) best = row.info.name, best_distance = d;
+  }
+  return best;
+}
+
+// Appends `name` to the list of ignored names, comma-separated; an
+// ellipsis ends a list that does not fit.
+void note_ignored(Options* out, const char* name) {
+  out->ignored_count++;
+  size_t used = strlen(out->ignored);
+  size_t need = strlen(name) + (used ? 2 : 0);
+  if (used + need + 4 >= sizeof out->ignored) {
+    if (used + 4 < sizeof out->ignored && strstr(out->ignored, "\u2026") == nullptr)
+      memcpy(out->ignored + used, "\u2026", 4);  // "…" and its NUL
+    return;
+  }
+  snprintf(out->ignored + used, sizeof out->ignored - used, "%s%s", used ? ", " : "", name);
 }
 
 }  // namespace
@@ -230,41 +320,66 @@ bool parse_bool(const char* text, bool* out) {
 }
 
 bool parse_size(const char* text, SizeSpec* out) {
-  // Number: digits with at most one '.', then an optional unit or '%'.
+  // Number: plain decimal (digits, optionally '.' and more digits), then an
+  // optional unit or '%'.
   const char* p = text;
-  bool seen_digit = false, seen_dot = false;
-  while ((*p >= '0' && *p <= '9') || (*p == '.' && !seen_dot)) {
-    if (*p == '.') seen_dot = true; else seen_digit = true;
-    ++p;
+  while (*p >= '0' && *p <= '9') ++p;
+  if (p == text) return false;
+  bool fraction = *p == '.';
+  if (fraction) {
+    const char* decimals = ++p;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p == decimals) return false;
   }
-  if (!seen_digit || p - text > 32) return false;
+  if (p - text > 32) return false;
   char number[40];
   memcpy(number, text, size_t(p - text));
   number[p - text] = '\0';
   const char* unit = p;
-
+  SizeSpec parsed;
   if (strcmp(unit, "%") == 0) {
     double percent = strtod(number, nullptr);
     if (!(percent > 0.0 && percent <= 100.0)) return false;
-    *out = SizeSpec{SizeSpec::kPercent, 0, percent};
-    return true;
+    parsed.kind = SizeSpec::kPercent;
+    parsed.percent = percent;
+  } else {
+    static const struct { const char* name; double scale; } kUnits[] = {
+        {"", 1},       {"B", 1},
+        {"K", 0x1p10}, {"KiB", 0x1p10}, {"KB", 1e3},
+        {"M", 0x1p20}, {"MiB", 0x1p20}, {"MB", 1e6},
+        {"G", 0x1p30}, {"GiB", 0x1p30}, {"GB", 1e9},
+        {"T", 0x1p40}, {"TiB", 0x1p40}, {"TB", 1e12},
+    };
+    bool known = false;
+    for (const auto& u : kUnits) {
+      if (strcmp(unit, u.name) != 0) continue;
+      if (u.scale == 1 && fraction) return false;  // a fraction of a byte
+      double bytes = std::floor(strtod(number, nullptr) * u.scale);
+      if (!(bytes >= 1.0 && bytes < 0x1p63)) return false;  // zero or absurd
+      parsed.kind = SizeSpec::kBytes;
+      parsed.bytes = uint64_t(bytes);
+      known = true;
+      break;
+    }
+    if (!known) return false;
   }
-  static const struct { const char* name; double scale; } kUnits[] = {
-      {"", 1},       {"B", 1},
-      {"K", 0x1p10}, {"KiB", 0x1p10}, {"KB", 1e3},
-      {"M", 0x1p20}, {"MiB", 0x1p20}, {"MB", 1e6},
-      {"G", 0x1p30}, {"GiB", 0x1p30}, {"GB", 1e9},
-      {"T", 0x1p40}, {"TiB", 0x1p40}, {"TB", 1e12},
-  };
-  for (const auto& u : kUnits) {
-    if (strcmp(unit, u.name) != 0) continue;
-    if (u.scale == 1 && seen_dot) return false;  // a fraction of a byte
-    double bytes = std::floor(strtod(number, nullptr) * u.scale);
-    if (!(bytes >= 1.0 && bytes < 0x1p63)) return false;  // zero or absurd
-    *out = SizeSpec{SizeSpec::kBytes, uint64_t(bytes), 0};
-    return true;
-  }
-  return false;
+  // Short enough by now: the number is at most 32 characters, the unit 3.
+  snprintf(parsed.text, sizeof parsed.text, "%s", text);
+  *out = parsed;
+  return true;
+}
+
+uint64_t quota_on_gpu(const SizeSpec& limit, uint64_t gpu_bytes) {
+  uint64_t quota = limit.resolve(gpu_bytes);
+  if (quota <= gpu_bytes) return quota;
+  // GSHARE_MEM_LIMIT=1T on an 8 GiB GPU is most likely a slip (a unit, a
+  // digit): say that the quota is then the whole GPU, once per process.
+  static std::atomic<bool> told{false};
+  if (!told.exchange(true, std::memory_order_relaxed))
+    GSHARE_WARN("GSHARE_MEM_LIMIT=%s is more than the GPU's memory (%.2f GiB, %llu bytes): this "
+                "process's quota is the whole GPU", limit.text, double(gpu_bytes) / 0x1p30,
+                (unsigned long long)gpu_bytes);
+  return gpu_bytes;
 }
 
 bool parse_options(const char* const* environment, Options* out, char* error, size_t error_len) {
@@ -286,22 +401,33 @@ bool parse_options(const char* const* environment, Options* out, char* error, si
       }
     }
     if (!row) {
-      char name[64];
-      snprintf(name, sizeof name, "%.*s", int(name_len < 63 ? name_len : 63), kv);
-      const char* best = kOptions[0].info.name;
-      for (size_t i = 1; i < count; ++i)
-        if (distance(name, kOptions[i].info.name) < distance(name, best)) best = kOptions[i].info.name;
-      snprintf(error, error_len,
-               "%s is not a gshare variable (did you mean %s?); refusing to start without it "
-               "rather than run with settings you did not ask for", name, best);
-      return false;
+      // The name is untrusted text on its way to a terminal: escaped.
+      char name[kNameChars + 8];
+      escape_text(kv, name_len, name, sizeof name);
+      if (const char* meant = typo_of(kv, name_len)) {
+        snprintf(error, error_len,
+                 "%s is not a gshare variable (did you mean %s?); refusing to start without it "
+                 "rather than run with settings you did not ask for", name, meant);
+        return false;
+      }
+      note_ignored(out, name);
+      continue;
     }
     if (!row->parse(value, out)) {
-      snprintf(error, error_len, "%s=%.*s is not valid; accepted: %s", row->info.name, 120, value,
+      char shown[kShownValueChars];
+      escape_text(value, shown, sizeof shown);
+      snprintf(error, error_len, "%s=%s is not valid; accepted: %s", row->info.name, shown,
                row->accepted);
       return false;
     }
   }
+  // Told once, here, since parse_options runs once per process (at cuInit),
+  // after the whole environment is read: GSHARE_LOG may come later in it.
+  if (out->ignored_count > 0 && out->log_level >= LogLevel::kWarn)
+    log_message(LogLevel::kWarn,
+                "ignoring %s: not %s gshare knows (`gshare-top --help-env` lists them), and "
+                "not close enough to one to be a typo", out->ignored,
+                out->ignored_count == 1 ? "a variable" : "variables");
   return true;
 }
 

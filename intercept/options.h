@@ -2,9 +2,12 @@
 // one-line description. Parsed once, at cuInit, from the environment.
 //
 // A bad value is never ignored: parse_options fails with one sentence naming
-// the variable, the bad value and the accepted forms, and cuInit then returns
-// CUDA_ERROR_INVALID_VALUE. An unknown GSHARE_* name is an error too, so a
-// typo such as GSHARE_MEM_LIMT=4GiB cannot silently run without a limit.
+// the variable, the bad value (escaped: it goes to a terminal) and the
+// accepted forms, and cuInit then returns CUDA_ERROR_INVALID_VALUE. Numbers
+// are plain decimal only. An unknown GSHARE_* name close to a known one (a
+// typo such as GSHARE_MEM_LIMT=4GiB, which must not silently run without a
+// limit) is an error too; any other unknown GSHARE_* name gets one warning
+// and is ignored.
 #pragma once
 
 #include <cstddef>
@@ -20,10 +23,17 @@ struct SizeSpec {
   enum Kind { kUnset, kBytes, kPercent } kind = kUnset;
   uint64_t bytes = 0;
   double percent = 0;
+  char text[40] = "";  // as written, for messages
 
-  // The size in bytes on a GPU of `gpu_bytes`; `gpu_bytes` when unset.
+  // The size in bytes on a GPU of `gpu_bytes`; `gpu_bytes` when unset. May
+  // exceed `gpu_bytes` (quota_on_gpu clamps).
   uint64_t resolve(uint64_t gpu_bytes) const;
 };
+
+// The quota `limit` gives on a GPU of `gpu_bytes`, at most the whole GPU. A
+// size beyond the GPU gets one warning per process naming the value and
+// the GPU's size.
+uint64_t quota_on_gpu(const SizeSpec& limit, uint64_t gpu_bytes);
 
 inline constexpr size_t kOptionTextChars = 256;
 
@@ -50,6 +60,11 @@ struct Options {
   double slice_max_ms = 200;
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
+  // Unknown GSHARE_* names that are no typo of a known one, ignored after
+  // one warning: how many, and their list (escaped, comma-separated, "…"
+  // when it does not fit).
+  unsigned ignored_count = 0;
+  char ignored[kOptionTextChars] = "";
 };
 
 struct OptionInfo {
@@ -64,6 +79,8 @@ const OptionInfo* option_table(size_t* count);
 
 // Parses the GSHARE_* entries of a NULL-terminated environment array.
 // Returns false with one explanatory sentence in `error` on the first problem.
+// Writes the one warning about ignored names itself (unless the parsed
+// GSHARE_LOG silences warnings).
 bool parse_options(const char* const* environment, Options* out, char* error, size_t error_len);
 
 // Single-value parsers, exposed for tests.

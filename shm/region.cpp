@@ -411,6 +411,15 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_
         close_region(out);
         return false;
       }
+      // A lock word glibc could misbehave on is refused before anyone locks
+      // it (shm/robust_mutex.h); a plausible but stale one is found by the
+      // first lock, which is bounded.
+      char lock_why[200];
+      if (!robust_mutex_is_plausible(&out->region->header.lock, lock_why, sizeof lock_why)) {
+        snprintf(error, error_len, "the lock of %s is unusable: %s", out->path, lock_why);
+        close_region(out);
+        return false;
+      }
       return true;
     }
     if (errno != ENOENT) return false;
@@ -433,8 +442,19 @@ bool open_region_read_only(const char* path, RegionFile* out, char* error, size_
   return true;
 }
 
+bool region_lock_unusable(const RegionFile& file, char* why, size_t why_len) {
+  char reason[256];
+  if (!file.region || !robust_mutex_unusable(&file.region->header.lock, reason, sizeof reason))
+    return false;
+  snprintf(why, why_len, "the lock of %s is unusable: %s", file.path, reason);
+  return true;
+}
+
 void close_region(RegionFile* file) {
-  if (file->region) munmap(file->region, sizeof(Region));
+  if (file->region) {
+    robust_mutex_forget(&file->region->header.lock);  // another region may map here later
+    munmap(file->region, sizeof(Region));
+  }
   if (file->fd >= 0) close(file->fd);
   file->region = nullptr;
   file->fd = -1;

@@ -44,9 +44,9 @@ struct RegionFile {
 bool region_path(const char* dir, const char* uuid, char* out, size_t out_len);
 
 // Opens the region of GPU `uuid`, creating it with `capacity_bytes` if it does
-// not exist. On failure (foreign version, corrupt, permissions, a file the
-// caller may not trust) returns false and writes one explanatory sentence to
-// `error`.
+// not exist. On failure (foreign version, corrupt, a lock word that is not
+// plausible, permissions, a file the caller may not trust) returns false and
+// writes one explanatory sentence to `error`.
 bool open_or_create_region(const RegionAccess& access, const char* uuid,
                            uint64_t capacity_bytes, RegionFile* out,
                            char* error, size_t error_len);
@@ -60,6 +60,12 @@ bool open_region_read_only(const char* path, RegionFile* out, char* error,
                            size_t error_len);
 
 void close_region(RegionFile* file);
+
+// Whether a lock of the region's mutex failed in this process (timed out,
+// or its words were not plausible: shm/robust_mutex.h), so that the region
+// cannot be used from now on. If so, one sentence naming the region and the
+// reason goes to `why`.
+bool region_lock_unusable(const RegionFile& file, char* why, size_t why_len);
 
 // Wall-clock time in ns since the epoch: the region's timestamps, which
 // other processes (gshare-top) read, use this clock.

@@ -2,37 +2,13 @@
 
 #include <cstdio>
 
+#include "intercept/log.h"
+
 namespace gshare::top {
 
 namespace {
 
 bool is_continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
-
-// Length of the well-formed UTF-8 sequence at `text[i]` that encodes a
-// printable code point, or 0 if the byte there should be replaced.
-size_t printable_sequence_length(std::string_view text, size_t i) {
-  unsigned char lead = static_cast<unsigned char>(text[i]);
-  if (lead < 0x20 || lead == 0x7F) return 0;
-  if (lead < 0x80) return 1;
-  size_t length;
-  uint32_t code_point;
-  if ((lead & 0xE0) == 0xC0) length = 2, code_point = lead & 0x1F;
-  else if ((lead & 0xF0) == 0xE0) length = 3, code_point = lead & 0x0F;
-  else if ((lead & 0xF8) == 0xF0) length = 4, code_point = lead & 0x07;
-  else return 0;
-  if (i + length > text.size()) return 0;
-  for (size_t k = 1; k < length; ++k) {
-    unsigned char byte = static_cast<unsigned char>(text[i + k]);
-    if (!is_continuation(byte)) return 0;
-    code_point = (code_point << 6) | (byte & 0x3F);
-  }
-  static const uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  bool overlong = code_point < kSmallest[length];
-  bool surrogate = code_point >= 0xD800 && code_point <= 0xDFFF;
-  bool c1_control = code_point >= 0x80 && code_point <= 0x9F;
-  if (overlong || surrogate || c1_control || code_point > 0x10FFFF) return 0;
-  return length;
-}
 
 }  // namespace
 
@@ -96,7 +72,7 @@ std::string sanitize_for_terminal(std::string_view text) {
   std::string safe;
   safe.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
-    size_t length = printable_sequence_length(text, i);
+    size_t length = printable_length(text.data(), text.size(), i);
     if (length == 0) {
       safe += '?';
       ++i;

@@ -1,5 +1,6 @@
 #include "tests/multiprocess/harness.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -161,6 +162,19 @@ nlohmann::json TestGpu::top_process(pid_t pid) const {
     for (const nlohmann::json& p : gpu["processes"])
       if (p["pid"] == pid) return p;
   return nullptr;
+}
+
+std::string region_file_in(const std::string& dir) {
+  std::string found;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("gshare-GPU-", 0) == 0 && name.find(".tmp") == std::string::npos)
+        found = dir + "/" + name;
+    }
+    closedir(d);
+  }
+  return found;
 }
 
 Finished run_to_end(const std::vector<std::string>& argv, const Env& env, double timeout_s) {

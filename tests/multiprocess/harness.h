@@ -80,6 +80,9 @@ struct Finished {
   std::string err;
 };
 
+// The path of the one region file in `dir` (gshare-GPU-...), or "" if none.
+std::string region_file_in(const std::string& dir);
+
 // Runs argv to completion with exactly `env` (plus PATH), with a timeout.
 Finished run_to_end(const std::vector<std::string>& argv, const Env& env, double timeout_s = 60);
 

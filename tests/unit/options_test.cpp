@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -169,4 +172,185 @@ TEST_CASE("bad scheduling values are refused, never clamped") {
     INFO(bad);
     CHECK_FALSE(parse_error({bad}).empty());
   }
+}
+
+namespace {
+// What gshare writes to stderr (fd 2) while `body` runs.
+template <class Body>
+std::string stderr_of(Body body) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  int saved = dup(2);
+  dup2(fds[1], 2);
+  close(fds[1]);
+  body();
+  dup2(saved, 2);
+  close(saved);
+  std::string text;
+  char buffer[4096];
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, size_t(n));
+  close(fds[0]);
+  return text;
+}
+
+bool has_control_bytes(const std::string& text) {
+  for (unsigned char c : text)
+    if (c < 0x20 || c == 0x7F) return true;
+  return false;
+}
+
+size_t lines_in(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+}  // namespace
+
+TEST_CASE("numbers are plain decimal: no hex, exponent, sign or whitespace") {
+  for (const char* name : {"GSHARE_QUANTUM_MS", "GSHARE_IDLE_MS", "GSHARE_SLICE_MAX_MS",
+                           "GSHARE_ADMIT_TIMEOUT_S", "GSHARE_EXPECTED_SECONDS", "GSHARE_WEIGHT",
+                           "GSHARE_PRIORITY", "GSHARE_EXPECTED_ITERS"}) {
+    for (const char* bad : {"0x14", "0X14", " 20", "20 ", "\n10", "10\n", "\t10", "0X1p4", "2e1",
+                            "2E1", "+20", "inf", "nan", "20.", ".5", "1..2", "1.2.3", "", "-",
+                            "20ms", "1,5", "99999999999999999999999999"}) {
+      std::string entry = std::string(name) + "=" + bad;
+      INFO(entry);
+      CHECK_FALSE(parse_error({entry.c_str()}).empty());
+    }
+  }
+  // What stays accepted: plain digits, a fraction where it means something,
+  // a sign where negatives do.
+  const char* env[] = {"GSHARE_QUANTUM_MS=20", "GSHARE_IDLE_MS=0.5", "GSHARE_SLICE_MAX_MS=150",
+                       "GSHARE_ADMIT_TIMEOUT_S=0", "GSHARE_EXPECTED_SECONDS=1.25",
+                       "GSHARE_WEIGHT=007", "GSHARE_PRIORITY=-1000", "GSHARE_EXPECTED_ITERS=12",
+                       nullptr};
+  Options o;
+  char error[512] = "";
+  INFO(error);
+  REQUIRE(parse_options(env, &o, error, sizeof error));
+  CHECK(o.quantum_ms == 20);
+  CHECK(o.idle_ms == 0.5);
+  CHECK(o.admit_timeout_s == 0);
+  CHECK(o.expected_seconds == 1.25);
+  CHECK(o.weight == 7);
+  CHECK(o.priority == -1000);
+  CHECK(o.expected_iters == 12);
+  for (const char* bad : {"GSHARE_WEIGHT=1.0", "GSHARE_PRIORITY=1.5", "GSHARE_WEIGHT=-1",
+                          "GSHARE_EXPECTED_ITERS=-0"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_error({bad}).empty());
+  }
+}
+
+TEST_CASE("sizes are plain decimal too") {
+  for (const char* bad : {"0x10G", "0X1p4G", "1e3", "1E3G", " 1G", "1G ", "\n1G", "+1G", "5.G",
+                          ".5G", "1.5.G", "inf", "nanG"}) {
+    INFO(bad);
+    CHECK(rejected(bad));
+  }
+  CHECK(bytes_of("0.5G") == 512ull << 20);
+}
+
+TEST_CASE("a numeric GSHARE_GROUP is a plain gid, never one a numeric parse bends") {
+  for (const char* bad : {"GSHARE_GROUP= 12", "GSHARE_GROUP=+12", "GSHARE_GROUP=-1",
+                          "GSHARE_GROUP=4294967295", "GSHARE_GROUP=99999999999",
+                          "GSHARE_GROUP=a b", "GSHARE_GROUP=video\n", "GSHARE_GROUP=a:b"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_error({bad}).empty());
+  }
+  for (const char* good : {"GSHARE_GROUP=12", "GSHARE_GROUP=video", "GSHARE_GROUP=gpu-users"}) {
+    INFO(good);
+    CHECK(parse_error({good}).empty());
+  }
+}
+
+TEST_CASE("a size beyond the GPU is the whole GPU, with one warning naming both") {
+  SizeSpec one_tib;
+  REQUIRE(parse_size("1T", &one_tib));
+  std::string told = stderr_of([&] {
+    CHECK(gshare::quota_on_gpu(one_tib, 8ull << 30) == 8ull << 30);
+    CHECK(gshare::quota_on_gpu(one_tib, 8ull << 30) == 8ull << 30);  // once per process
+  });
+  CHECK(lines_in(told) == 1);
+  CHECK(told.find("GSHARE_MEM_LIMIT=1T") != std::string::npos);
+  CHECK(told.find("8.00 GiB") != std::string::npos);
+  CHECK(told.find("whole GPU") != std::string::npos);
+  SizeSpec two_gib;
+  REQUIRE(parse_size("2GiB", &two_gib));
+  CHECK(gshare::quota_on_gpu(two_gib, 8ull << 30) == 2ull << 30);
+  CHECK(gshare::quota_on_gpu(SizeSpec{}, 8ull << 30) == 8ull << 30);  // unset: the whole GPU
+}
+
+TEST_CASE("a name close to a known one is refused as a typo") {
+  for (const char* typo : {"GSHARE_MEM_LIMT=4GiB",      // a letter missing
+                           "GSHARE_MEM_LIMITT=4GiB",    // one too many
+                           "GSHARE_MEM_LIMTI=4GiB",     // neighbours swapped
+                           "GSHARE_MEMLIMT=4GiB",       // two edits
+                           "GSHARE_mem_limit=4GiB",     // case
+                           "GSHARE_LIMIT_MEM=4GiB",     // the same letters, reordered
+                           "GSHARE_QUANTUM_SM=10", "GSHARE_POLCIY=fifo", "GSHARE_DIRS=/tmp"}) {
+    INFO(typo);
+    std::string e = parse_error({typo});
+    CHECK(e.find("did you mean GSHARE_") != std::string::npos);
+  }
+  CHECK(parse_error({"GSHARE_LIMIT_MEM=4GiB"}).find("did you mean GSHARE_MEM_LIMIT") !=
+        std::string::npos);
+}
+
+TEST_CASE("any other unknown GSHARE_ name is ignored after one warning") {
+  const char* env[] = {"GSHARE_WRAPPER_TOKEN=abc", "GSHARE_MEM_LIMIT=2GiB", "GSHARE_X=1", nullptr};
+  Options o;
+  char error[512] = "";
+  bool ok = false;
+  std::string told = stderr_of([&] { ok = parse_options(env, &o, error, sizeof error); });
+  INFO(error);
+  REQUIRE(ok);
+  CHECK(o.mem_limit.bytes == 2ull << 30);  // the rest still applies
+  CHECK(o.ignored_count == 2);
+  CHECK(std::string(o.ignored) == "GSHARE_WRAPPER_TOKEN, GSHARE_X");
+  CHECK(lines_in(told) == 1);
+  CHECK(told.find("GSHARE_WRAPPER_TOKEN, GSHARE_X") != std::string::npos);
+  // GSHARE_LOG=quiet silences it, wherever it stands in the environment.
+  const char* quiet[] = {"GSHARE_UNRELATED=1", "GSHARE_LOG=quiet", nullptr};
+  CHECK(stderr_of([&] { REQUIRE(parse_options(quiet, &o, error, sizeof error)); }).empty());
+  CHECK(o.ignored_count == 1);
+}
+
+TEST_CASE("values and names from the environment reach messages escaped") {
+  std::string e = parse_error({"GSHARE_QUANTUM_MS=\n10\x1b[31m\t\x7f"});
+  CHECK_FALSE(has_control_bytes(e));
+  CHECK(e.find("GSHARE_QUANTUM_MS=?10?[31m??") != std::string::npos);
+  e = parse_error({"GSHARE_MEM_LIMIT=\x1b]0;owned\x07"});
+  CHECK_FALSE(has_control_bytes(e));
+  CHECK(e.find("GSHARE_MEM_LIMIT=?]0;owned?") != std::string::npos);
+  e = parse_error({"GSHARE_MEM_LIMI\x1b=1G"});  // a typo with an escape in its name
+  CHECK_FALSE(has_control_bytes(e));
+  CHECK(e.find("GSHARE_MEM_LIMI?") != std::string::npos);
+
+  const char* env[] = {"GSHARE_\x1b[2Jsomething_else\n=1", nullptr};
+  Options o;
+  char error[512] = "";
+  std::string told = stderr_of([&] { REQUIRE(parse_options(env, &o, error, sizeof error)); });
+  CHECK(lines_in(told) == 1);
+  CHECK_FALSE(has_control_bytes(told.substr(0, told.size() - 1)));
+  CHECK(told.find("GSHARE_?[2Jsomething_else?") != std::string::npos);
+}
+
+TEST_CASE("every message is one terminal-safe line, whatever it quotes") {
+  // A region's GPU UUID or command, a path from GSHARE_DIR: whatever the
+  // format quotes, the line written has no control bytes and no broken
+  // UTF-8, and valid UTF-8 passes through.
+  std::string told = stderr_of([] {
+    gshare::log_message(gshare::LogLevel::kError, "region %s: %s", "GPU-\x1b]2;title\x07",
+                        "a\nb\r\x9b" "c \xc2\x9b \xe2\x80\xa6 \xc3");
+  });
+  CHECK(told == "gshare: region GPU-?]2;title?: a?b??c ?? \xe2\x80\xa6 ?\n");
+
+  char out[16];
+  CHECK(gshare::escape_text("ok\x1b", out, sizeof out) == 3);
+  CHECK(std::string(out) == "ok?");
+  // Cut at a sequence boundary, never inside one.
+  CHECK(gshare::escape_text("ab\xe2\x80\xa6", out, 5) == 2);
+  CHECK(std::string(out) == "ab");
 }

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -14,6 +16,7 @@
 
 #include "shm/arbiter.h"
 #include "shm/region.h"
+#include "shm/robust_mutex.h"
 #include "shm/snapshot.h"
 
 using namespace gshare::shm;
@@ -292,4 +295,185 @@ TEST_CASE("a full process table says so and reclaiming frees it") {
   REQUIRE(WEXITSTATUS(status) == 0);
   CHECK(a.claim_slot(identity(kGiB)));  // the dead fillers are reclaimed
   CHECK(a.region()->header.reclaimed_slots == kMaxSlots);
+}
+
+namespace {
+
+// A thread id that names no thread: a child's, once it has been reaped.
+pid_t gone_thread() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+RegionFile file_of(const Arbiter& a) {
+  RegionFile file;
+  file.region = a.region();
+  file.fd = a.fd();
+  snprintf(file.path, sizeof file.path, "%s", a.path());
+  return file;
+}
+
+std::atomic<int> g_unusable_calls{0};
+void count_unusable(const pthread_mutex_t*, const char*) { g_unusable_calls++; }
+
+const double kTimeoutS = double(kLockTimeoutNs) / 1e9;
+
+// glibc's type word of a mutex made with these attributes: the garbled
+// types below come from real mutexes, not from glibc's private constants.
+int kind_of(bool shared, bool robust, int protocol, int type = PTHREAD_MUTEX_DEFAULT) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, type);
+  if (shared) pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  if (robust) pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutexattr_setprotocol(&attr, protocol);
+  pthread_mutex_t m;
+  pthread_mutex_init(&m, &attr);
+  pthread_mutexattr_destroy(&attr);
+  int kind = m.__data.__kind;
+  pthread_mutex_destroy(&m);
+  return kind;
+}
+
+}  // namespace
+
+TEST_CASE("a lock whose owner no longer exists fails in bounded time, once, with its reason") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  pthread_mutex_t& m = a.region()->header.lock;
+  // What a crash of the host leaves in a region on lasting storage: the
+  // lock word and owner of a thread that is gone, and nobody to wake us.
+  pid_t gone = gone_thread();
+  m.__data.__lock = gone;
+  m.__data.__owner = gone;
+  robust_mutex_on_unusable(&count_unusable);
+  g_unusable_calls = 0;
+
+  Arbiter b = open_arbiter(dir.path);  // plausible: opening succeeds
+  auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(b.claim_slot(identity(kGiB)));
+  double waited = seconds_since(start);
+  CHECK(waited >= kTimeoutS - 0.1);
+  CHECK(waited < kTimeoutS + 3);
+  char why[kErrorChars] = "";
+  REQUIRE(region_lock_unusable(file_of(b), why, sizeof why));
+  CHECK(std::string(why).find(b.path()) != std::string::npos);
+  CHECK(std::string(why).find("held for over") != std::string::npos);
+  CHECK(std::string(why).find(std::to_string(gone)) != std::string::npos);
+  CHECK(g_unusable_calls == 1);
+
+  // From then on every use fails at once, without waiting again.
+  start = std::chrono::steady_clock::now();
+  CHECK_FALSE(b.claim_slot(identity(kGiB)));
+  CHECK(b.reclaim_dead_slots() == 0);
+  CHECK_FALSE(b.update([] {}));
+  CHECK(seconds_since(start) < 0.5);
+  CHECK(g_unusable_calls == 1);
+  robust_mutex_on_unusable(nullptr);
+}
+
+TEST_CASE("a lock of a foreign type is refused before glibc sees it, never aborting") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(kGiB)));
+  pthread_mutex_t& m = a.region()->header.lock;
+  // Priority inheritance with a dead owner: glibc's lock asserts
+  // "e != ESRCH || !robust" and aborts the program.
+  pid_t gone = gone_thread();
+  m.__data.__kind = kind_of(true, true, PTHREAD_PRIO_INHERIT);
+  m.__data.__lock = gone;
+  m.__data.__owner = gone;
+
+  RegionFile file;
+  char error[kErrorChars] = "";
+  RegionAccess access{dir.path.c_str(), nullptr};
+  CHECK_FALSE(open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error));
+  CHECK(std::string(error).find("lock of") != std::string::npos);
+  CHECK(std::string(error).find("type word") != std::string::npos);
+
+  // A process already in the region gets a refusal, at once, not an abort.
+  auto start = std::chrono::steady_clock::now();
+  CHECK(a.reserve(kGiB / 4).status == ReserveStatus::kArbiterBroken);
+  CHECK(seconds_since(start) < 0.5);
+  char why[kErrorChars] = "";
+  CHECK(region_lock_unusable(file_of(a), why, sizeof why));
+}
+
+TEST_CASE("lock words that cannot be glibc's are refused at open") {
+  struct Garbling {
+    const char* what;
+    void (*apply)(pthread_mutex_t&);
+    const char* reason;
+  };
+  const Garbling cases[] = {
+      {"owner tid beyond any pid_max", [](pthread_mutex_t& m) { m.__data.__lock = 0x3fffffff; },
+       "cannot exist"},
+      {"negative owner field", [](pthread_mutex_t& m) { m.__data.__owner = -5; }, "cannot exist"},
+      {"waiters on a free lock",
+       [](pthread_mutex_t& m) { m.__data.__lock = int(0x80000000u); }, "no owner"},
+      {"type zeroed", [](pthread_mutex_t& m) { m.__data.__kind = 0; }, "type word"},
+      {"recursive",
+       [](pthread_mutex_t& m) {
+         m.__data.__kind = kind_of(true, true, PTHREAD_PRIO_NONE, PTHREAD_MUTEX_RECURSIVE);
+       },
+       "type word"},
+      {"not robust",
+       [](pthread_mutex_t& m) { m.__data.__kind = kind_of(true, false, PTHREAD_PRIO_NONE); },
+       "type word"},
+  };
+  for (const Garbling& g : cases) {
+    INFO(g.what);
+    TempDir dir;
+    {
+      Arbiter a = open_arbiter(dir.path);
+      g.apply(a.region()->header.lock);
+    }
+    RegionFile file;
+    char error[kErrorChars] = "";
+    RegionAccess access{dir.path.c_str(), nullptr};
+    CHECK_FALSE(open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error));
+    CHECK(std::string(error).find(g.reason) != std::string::npos);
+  }
+}
+
+TEST_CASE("an unrecoverable lock is unusable, not re-created under another process") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  a.region()->header.lock.__data.__owner = INT_MAX - 1;  // glibc's PTHREAD_MUTEX_NOTRECOVERABLE
+  Arbiter b = open_arbiter(dir.path);
+  auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(b.claim_slot(identity(kGiB)));
+  CHECK(seconds_since(start) < 0.5);
+  char why[kErrorChars] = "";
+  REQUIRE(region_lock_unusable(file_of(b), why, sizeof why));
+  CHECK(std::string(why).find("unrecoverable") != std::string::npos);
+}
+
+TEST_CASE("a dead owner's lock is still repaired, and what an unmapped region learnt is forgotten") {
+  TempDir dir;
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  // Two bytes changed into "its owner died": the next lock repairs.
+  a.region()->header.lock.__data.__lock = int(0x40000000u);
+  CHECK(a.reserve(kGiB).status == ReserveStatus::kGranted);
+  CHECK(a.region()->header.repairs == 1);
+  CHECK(valid(a));
+
+  RegionFile file;
+  char error[kErrorChars] = "";
+  RegionAccess access{dir.path.c_str(), nullptr};
+  REQUIRE(open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error));
+  pthread_mutex_t* m = &file.region->header.lock;
+  m->__data.__owner = INT_MAX - 1;  // PTHREAD_MUTEX_NOTRECOVERABLE
+  CHECK(robust_mutex_lock(m, [](void*) {}, nullptr) == LockResult::kFailed);
+  CHECK(robust_mutex_unusable(m, nullptr, 0));
+  m->__data.__owner = 0;
+  close_region(&file);
+  CHECK_FALSE(robust_mutex_unusable(m, nullptr, 0));
 }

@@ -132,7 +132,8 @@ TEST_CASE("a GSHARE_GROUP number must be a gid") {
   CHECK_FALSE(gshare::parse_options(bad_env, &options, error, sizeof error));
   CHECK(std::string(error) ==
         "GSHARE_GROUP=4294967296 is not valid; accepted: a group name of fewer than 256 "
-        "characters, or a numeric gid from 0 to 4294967294");
+        "characters, or a numeric gid from 0 to 4294967294 (plain decimal), without spaces or "
+        "control characters");
   const char* good_env[] = {"GSHARE_GROUP=video", nullptr};
   CHECK(gshare::parse_options(good_env, &options, error, sizeof error));
   CHECK(std::string(options.group) == "video");
