@@ -442,3 +442,29 @@ TEST_CASE("srtf ranks a job by GSHARE_EXPECTED_ITERS times its measured iteratio
   CHECK(last_end(ks) - ks.front().start_ns < 600 * kMs);  // 300 ms of work, barely interrupted
   CHECK(last_end(ks) < last_end(kl));  // it did not wait for the long job to end
 }
+
+TEST_CASE("a holder that never syncs cannot starve the others: every wait ends within its bound") {
+  // The holder keeps 1 GiB of memory no iteration has classified (so its
+  // lane's space is its own) and launches without ever syncing. A job that
+  // only launches gets slices within quantum + GSHARE_SLICE_MAX_MS, and a
+  // newcomer's allocation is answered within GSHARE_ADMIT_TIMEOUT_S.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_ADMIT_TIMEOUT_S", "5"}};
+  Client holder(gpu, env), launcher(gpu, env), newcomer(gpu, env);
+  for (Client* c : {&holder, &launcher, &newcomer}) REQUIRE(c->send("init") == "init ok");
+  REQUIRE(holder.send("alloc 1G") == "alloc ok a0");
+  holder.post("trainfor 12 1 2000 nosync 0");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto start = std::chrono::steady_clock::now();
+  launcher.post("train 20 1 1000 sync 0");
+  std::string allocated = newcomer.send("alloc 512M", 10);
+  double answered_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(newcomer.stderr_text());
+  CHECK_FALSE(allocated.empty());
+  CHECK(answered_s < 5 + 1.0);
+  std::string trained = launcher.reply(8);
+  double trained_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(trained.rfind("train ok 20", 0) == 0);
+  CHECK(trained_s < 8);  // well before the holder's 12 s end
+  CHECK(holder.reply(20).rfind("train ok", 0) == 0);
+}
