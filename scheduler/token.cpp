@@ -82,27 +82,40 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   }
 }
 
-// The policy's pick among the active jobs of `t`, except that while a job
-// other than the holder (`current`) is mid-iteration holding memory its
-// lane needs (Arbiter::holds_unsettled_memory), only such jobs are picked:
-// the others could not finish an iteration beside it. (A holder mid-
-// iteration keeps the token anyway, and hands over once it is not.)
-int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current) {
-  bool unsettled[kMaxSlots] = {};
-  bool any = false;
-  for (int i = 0; i < t.count; ++i) {
-    unsettled[i] = i != current && t.jobs[i].active && arbiter.holds_unsettled_memory(t.jobs[i].id);
-    any = any || unsettled[i];
-  }
-  if (!any) return pick_next(policy, t.jobs, t.count, current);
+// The policy's pick among the active jobs of `t`, except that an active
+// job holding its lane's ephemeral space while a lane-mate waits for it
+// (Arbiter::holds_awaited_lane_space) goes first: only it can end the
+// iteration that frees it (the resource order, README "How it works").
+// Failing that, while a job other than the holder (`current`) is
+// mid-iteration holding memory its lane needs (holds_unsettled_memory),
+// only such jobs are picked: the others could not finish an iteration
+// beside it. (A holder mid-iteration keeps the token anyway, and hands
+// over once it is not, or at its slice's limit.)
+int pick_restricted_locked(Policy policy, JobTable& t, int current, const bool* only) {
   bool was_active[kMaxSlots];
   for (int i = 0; i < t.count; ++i) {
     was_active[i] = t.jobs[i].active;
-    t.jobs[i].active = unsettled[i];
+    t.jobs[i].active = only[i];
   }
   int next = pick_next(policy, t.jobs, t.count, current);
   for (int i = 0; i < t.count; ++i) t.jobs[i].active = was_active[i];
   return next;
+}
+
+int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current) {
+  bool holders[kMaxSlots] = {};
+  bool unsettled[kMaxSlots] = {};
+  bool any_holder = false, any_unsettled = false;
+  for (int i = 0; i < t.count; ++i) {
+    if (i == current || !t.jobs[i].active) continue;
+    holders[i] = arbiter.holds_awaited_lane_space(t.jobs[i].id);
+    unsettled[i] = arbiter.holds_unsettled_memory(t.jobs[i].id);
+    any_holder = any_holder || holders[i];
+    any_unsettled = any_unsettled || unsettled[i];
+  }
+  if (any_holder) return pick_restricted_locked(policy, t, current, holders);
+  if (any_unsettled) return pick_restricted_locked(policy, t, current, unsettled);
+  return pick_next(policy, t.jobs, t.count, current);
 }
 
 // The slot holding token `k`, or -1. A holder whose slot was freed or

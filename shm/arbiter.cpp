@@ -402,6 +402,17 @@ bool Arbiter::holds_lane_space(int slot) const {
   return holds_lane_space_locked(*file_.region, slot);
 }
 
+bool Arbiter::holds_awaited_lane_space(int slot) const {
+  const Region& r = *file_.region;
+  if (!holds_lane_space_locked(r, slot)) return false;
+  bool awaited = false;
+  for_live_slots(r, [&](uint32_t i) {
+    awaited = int(i) != slot && r.slots[i].lane == r.slots[slot].lane && r.slots[i].admission == kWaitingForLane;
+    return !awaited;
+  });
+  return awaited;
+}
+
 void Arbiter::wake_memory_waiters_locked() {
   if (file_.region->header.memory_waiters != 0) wake_all(file_.region->header);
 }

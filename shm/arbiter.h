@@ -150,6 +150,9 @@ class Arbiter {
   // then is asked back like any cache). Whether `slot` is its lane's
   // holder now; a racy read as a hint.
   bool holds_lane_space(int slot) const;
+  // Whether `slot` holds its lane's space while a lane-mate waits for it:
+  // that job goes first when the token moves. A racy read as a hint.
+  bool holds_awaited_lane_space(int slot) const;
 
   // Wakes the jobs blocked in an allocation, if any: memory was given back.
   void wake_memory_waiters_locked();
