@@ -241,6 +241,40 @@ std::vector<std::string> lanes_lines(const GpuView& view, size_t width) {
   return wrapped(items, " \u00b7 ", width);
 }
 
+// "waits: 1234 for its lane held by 1240; 1240 for the token held by 1250":
+// who waits for whom (Slot::blocked_by, the token's holder), so that a
+// chain of waits, or a cycle, shows at a glance; nothing while no job waits
+// in an allocation.
+std::vector<std::string> wait_lines(const GpuView& view, size_t width) {
+  const shm::GpuSnapshot& gpu = view.gpu;
+  auto pid_of_slot = [&](int32_t slot) -> int32_t {
+    for (const ProcessView& row : view.processes)
+      if (int32_t(row.process.slot) == slot) return row.process.pid;
+    return -1;
+  };
+  const int32_t holder = pid_of_slot(gpu.holder_slot);
+  std::vector<std::string> items;
+  std::vector<int32_t> blockers;
+  for (const ProcessView& row : view.processes) {
+    const shm::ProcessSnapshot& p = row.process;
+    if (p.admission == "admitted" || p.blocked_by_pid < 0) continue;
+    const char* what = p.admission == "waiting for lane"     ? "its lane"
+                       : p.admission == "waiting for memory" ? "memory"
+                                                             : "admission, on memory";
+    items.push_back(std::to_string(p.pid) + " for " + what + " held by " + std::to_string(p.blocked_by_pid));
+    blockers.push_back(p.blocked_by_pid);
+  }
+  for (const ProcessView& row : view.processes) {
+    const shm::ProcessSnapshot& p = row.process;
+    bool blocks = std::find(blockers.begin(), blockers.end(), p.pid) != blockers.end();
+    if (blocks && p.job_state == shm::kJobWaiting && holder >= 0 && holder != p.pid)
+      items.push_back(std::to_string(p.pid) + " for the token held by " + std::to_string(holder));
+  }
+  if (items.empty()) return {};
+  items[0] = "waits: " + items[0];
+  return wrapped(items, "; ", width);
+}
+
 std::string no_processes_message(const Frame& frame) {
   std::string where = sanitize_for_terminal(frame.dir);
   if (!frame.dir_error.empty()) where += ": " + frame.dir_error;
@@ -264,6 +298,7 @@ std::vector<TextLine> render_text(const Frame& frame, size_t width) {
     if (!lines.empty()) lines.push_back({Kind::kBlank, ""});
     for (std::string& line : gpu_header_lines(view, width)) lines.push_back({Kind::kGpu, std::move(line)});
     for (std::string& line : lanes_lines(view, width)) lines.push_back({Kind::kLanes, std::move(line)});
+    for (std::string& line : wait_lines(view, width)) lines.push_back({Kind::kLanes, std::move(line)});
     lines.push_back({Kind::kColumnHeader, header_row(layout)});
     for (const ProcessView& row : view.processes)
       lines.push_back({Kind::kProcess, process_row(row, layout)});
