@@ -78,18 +78,6 @@ int open_regular(const char* path, int access_mode, struct stat* st, char* error
   return fd;
 }
 
-bool read_exactly(int fd, void* into, size_t bytes, off_t offset) {
-  char* p = static_cast<char*>(into);
-  while (bytes > 0) {
-    ssize_t n = pread(fd, p, bytes, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    bytes -= size_t(n);
-    offset += n;
-  }
-  return true;
-}
 
 void init_region(Region* r, const char* uuid, uint64_t capacity_bytes) {
   memset(static_cast<void*>(r), 0, sizeof(Region));
@@ -228,6 +216,19 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
 }
 
 }  // namespace
+
+bool read_exactly(int fd, void* into, size_t bytes, off_t offset) {
+  char* p = static_cast<char*>(into);
+  while (bytes > 0) {
+    ssize_t n = pread(fd, p, bytes, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    bytes -= size_t(n);
+    offset += n;
+  }
+  return true;
+}
 
 uint64_t mono_now_ns() {
   timespec ts;

@@ -110,4 +110,8 @@ struct RegionTrust {
 bool region_file_trusted(const struct stat& st, const RegionTrust& trust, char* why,
                          size_t why_len);
 
+// Reads exactly `bytes` at `offset` (pread, retried on EINTR and short
+// reads); false on an error or the end of the file: a file that shrank.
+bool read_exactly(int fd, void* into, size_t bytes, off_t offset);
+
 }  // namespace gshare::shm

@@ -32,19 +32,6 @@ uint64_t elapsed_since(uint64_t since, uint64_t now) {
   return since != 0 && since <= now ? now - since : 0;
 }
 
-bool read_exactly(int fd, void* into, size_t bytes, off_t offset) {
-  char* p = static_cast<char*>(into);
-  while (bytes > 0) {
-    ssize_t n = pread(fd, p, bytes, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    bytes -= size_t(n);
-    offset += n;
-  }
-  return true;
-}
-
 // Copies the header and slots while no writer is inside a write section.
 // The file is read, not mapped: its owner, maybe another user, may truncate
 // it at any time, which fails a read where a mapping would fault (SIGBUS).

@@ -285,6 +285,14 @@ std::string Client::stderr_text() {
   return err_buffer_;
 }
 
+std::vector<uint64_t> read_memory_trace(const std::string& path) {
+  std::vector<uint64_t> values;
+  std::ifstream in(path);
+  uint64_t v;
+  while (in >> v) values.push_back(v);
+  return values;
+}
+
 std::vector<std::string> words(const std::string& line) {
   std::istringstream in(line);
   std::vector<std::string> out;

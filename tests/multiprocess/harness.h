@@ -116,6 +116,9 @@ class Client {
   void drain_stderr();
 };
 
+// The values the fake driver wrote to FAKE_CUDA_MEM_TRACE (bytes in use).
+std::vector<uint64_t> read_memory_trace(const std::string& path);
+
 // Helpers for replies such as "meminfo <free> <total>".
 std::vector<std::string> words(const std::string& line);
 

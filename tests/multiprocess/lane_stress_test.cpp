@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -77,14 +76,6 @@ std::vector<StressJob> random_mix(std::mt19937_64& rng, uint64_t capacity, int c
   return jobs;
 }
 
-std::vector<uint64_t> read_values(const std::string& path) {
-  std::vector<uint64_t> values;
-  std::ifstream in(path);
-  uint64_t v;
-  while (in >> v) values.push_back(v);
-  return values;
-}
-
 std::string describe(const std::vector<StressJob>& jobs) {
   std::ostringstream d;
   for (const StressJob& j : jobs) d << "  " << j.command() << "\n";
@@ -136,7 +127,7 @@ void run_mix(const char* policy, uint64_t seed) {
     INFO("job " << i << ": " << mix[size_t(i)].command() << "\n" << clients[size_t(i)]->stderr_text());
     CHECK(replies[size_t(i)].rfind("memtrain ok " + std::to_string(mix[size_t(i)].iterations), 0) == 0);
   }
-  std::vector<uint64_t> used = read_values(trace);
+  std::vector<uint64_t> used = read_memory_trace(trace);
   REQUIRE_FALSE(used.empty());
   CHECK(*std::max_element(used.begin(), used.end()) <= capacity);
 }

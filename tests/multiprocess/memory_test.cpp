@@ -40,14 +40,6 @@ bool within(uint64_t value, uint64_t expected, double tolerance) {
   return std::abs(d) <= tolerance * double(expected);
 }
 
-std::vector<uint64_t> read_memory_trace(const std::string& path) {
-  std::vector<uint64_t> values;
-  std::ifstream in(path);
-  uint64_t v;
-  while (in >> v) values.push_back(v);
-  return values;
-}
-
 std::vector<KernelRun> since(const std::vector<KernelRun>& runs, uint64_t from_ns) {
   std::vector<KernelRun> out;
   for (const KernelRun& r : runs)
