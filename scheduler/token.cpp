@@ -118,6 +118,25 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current)
   return pick_next(policy, t.jobs, t.count, current);
 }
 
+// The pick at the end of the holder's slice. Under fair (and pack) a job
+// less than a quantum ahead of the holder on the fair clock goes next
+// rather than the holder again: a slice ends past its quantum, at the
+// holder's next iteration boundary, and where the jobs' clocks started
+// less than that overshoot apart, least-vtime alone would give every
+// slice twice its length. The clocks stay within two quanta of each other.
+int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
+                             uint64_t quantum_ns) {
+  int next = pick_locked(arbiter, policy, t, current);
+  if (next != current || current < 0 || (policy != Policy::kFair && policy != Policy::kPack)) return next;
+  const Job& holder = t.jobs[current];
+  const uint64_t within = holder.vtime_ns + quantum_ns;
+  for (int i = 0; i < t.count; ++i) {
+    if (i == current || !t.jobs[i].active || t.jobs[i].vtime_ns >= within) continue;
+    if (next == current || t.jobs[i].vtime_ns < t.jobs[next].vtime_ns) next = i;
+  }
+  return next;
+}
+
 // The slot holding token `k`, or -1. A holder whose slot was freed or
 // reused since the grant holds nothing.
 int holder_slot_locked(const Arbiter& arbiter, int k) {
@@ -271,6 +290,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   Slot& s = r.slots[holder];
   uint32_t gate = s.gate.load(std::memory_order_relaxed);
   if (now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
+    best = pick_at_slice_end_locked(arbiter, policy, t, current, s.quantum_ns);
     // A holder inside a sync that ends an iteration has all its work
     // queued: under overlap the next job starts now, beside its tail.
     bool at_boundary = s.boundary_waits.load(std::memory_order_relaxed) != 0 &&
@@ -497,7 +517,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     gather_locked(arbiter, k, t);
     account_locked(arbiter, k, &t, now);
     int current = t.index(own);
-    int next = pick_locked(arbiter, policy, t, current);
+    int next = pick_at_slice_end_locked(arbiter, policy, t, current, me.quantum_ns);
     if (next < 0 || next == current) {
       // Nobody else should run: a new slice, no handover (a switch to this
       // job that has not reached its first launch stays to be measured).
