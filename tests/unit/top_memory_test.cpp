@@ -574,3 +574,30 @@ TEST_CASE("on a narrow terminal the header and lanes wrap, and ADMIT outlasts th
           std::string::npos);
   }
 }
+
+TEST_CASE("the text frame names who waits for whom: the lane's holder, memory's holder, the token's holder") {
+  LaneJobs jobs;
+  Region* r = jobs.region();
+  write_region(r, [&](RegionHeader&) {
+    Slot& se = r->slots[jobs.eval.slot()];
+    se.admission = kWaitingForLane;
+    se.blocked_by = uint32_t(jobs.train.slot()) + 1;
+    se.job_state = kJobWaiting;
+    r->slots[jobs.big.slot()].blocked_by = uint32_t(jobs.eval.slot()) + 1;
+  });
+  std::string waits = text_of(gshare::top::render_text(frame_of(jobs.dir.path), 0), TextLine::Kind::kLanes);
+  const std::string eval = std::to_string(jobs.eval.pid()), train = std::to_string(jobs.train.pid()),
+                    big = std::to_string(jobs.big.pid());
+  INFO(waits);
+  CHECK(waits.find("waits: ") != std::string::npos);
+  CHECK(waits.find(eval + " for its lane held by " + train) != std::string::npos);
+  CHECK(waits.find(big + " for admission, on memory held by " + eval) != std::string::npos);
+  CHECK(waits.find(eval + " for the token held by " + train) != std::string::npos);
+  // Once nobody waits in an allocation, no such line.
+  write_region(r, [&](RegionHeader&) {
+    r->slots[jobs.eval.slot()].admission = kAdmitted;
+    r->slots[jobs.big.slot()].admission = kAdmitted;
+  });
+  waits = text_of(gshare::top::render_text(frame_of(jobs.dir.path), 0), TextLine::Kind::kLanes);
+  CHECK(waits.find("waits:") == std::string::npos);
+}
