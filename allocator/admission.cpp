@@ -40,14 +40,16 @@ uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 // Ephemeral memory is taken in turn: a job that does not hold its token
 // waits for it first, even alone on the GPU (a job that comes later then
 // finds the one mid-iteration holding the token). True once it holds it;
-// false at the deadline.
-bool take_turn(Arbiter& arbiter, MemoryClass kind, uint64_t deadline_ns) {
+// false at `deadline_ns()`, asked for only when it must wait (the holder's
+// allocations read no clock here).
+template <class Deadline>
+bool take_turn(Arbiter& arbiter, MemoryClass kind, Deadline&& deadline_ns) {
   if (kind != MemoryClass::kEphemeral) return true;
   // Its iteration's first ephemeral allocation is where a holder asked to
   // yield may hand over: its last iteration's memory is free.
   if (scheduler::holds_token(arbiter)) scheduler::end_slice_between_iterations(arbiter);
   if (scheduler::holds_token(arbiter)) return true;
-  return scheduler::wait_for_token(arbiter, answer_release_requests, deadline_ns);
+  return scheduler::wait_for_token(arbiter, answer_release_requests, deadline_ns());
 }
 
 bool must_wait(ReserveStatus status) {
@@ -86,10 +88,8 @@ int blocker_of(const Region& r, int own, const ReserveResult& result) {
   return best;
 }
 
-// Jobs asked to give back cache, and the request number each must answer.
+// When the jobs holding memory were last asked to give their cache back.
 struct Requests {
-  uint32_t wanted[kMaxSlots];
-  bool asked[kMaxSlots];
   uint64_t at_ns = 0;
   bool any = false;
 };
@@ -99,11 +99,9 @@ void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
   Region& r = *arbiter.region();
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     Slot& s = r.slots[i];
-    q.asked[i] = false;
     if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
     if (s.job_state == shm::kJobRunning || shm::ephemeral_now(s) == 0) continue;
-    q.wanted[i] = ++s.release_requests;
-    q.asked[i] = true;
+    ++s.release_requests;
   }
   q.at_ns = now;
   q.any = true;
@@ -153,7 +151,8 @@ void configure_admission(const Options& options) { g_timeout_s = options.admit_t
 
 void take_turn_without_memory(Device& device) {
   if (device.account.shared())
-    take_turn(device.account.arbiter(), MemoryClass::kEphemeral, shm::mono_now_ns() + turn_wait_ns());
+    take_turn(device.account.arbiter(), MemoryClass::kEphemeral,
+              [] { return shm::mono_now_ns() + turn_wait_ns(); });
 }
 
 bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
@@ -204,22 +203,30 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
   Arbiter& arbiter = account.arbiter();
   Region& r = *arbiter.region();
   Slot& me = *account.slot();
-  const uint64_t start = shm::mono_now_ns();
-  const uint64_t deadline = start + uint64_t(std::max(0.0, g_timeout_s) * 1e9);
-  const uint64_t turn_deadline = start + turn_wait_ns();
+  // The clock is read only once the allocation has to wait.
+  uint64_t start = 0, deadline = 0;
+  auto started = [&] {
+    if (start == 0) {
+      start = shm::mono_now_ns();
+      deadline = start + uint64_t(std::max(0.0, g_timeout_s) * 1e9);
+    }
+    return start;
+  };
   ReserveResult result{ReserveStatus::kOverCapacity, r.header.capacity_bytes, r.header.reserved_bytes};
   bool waiting = false;
   bool turn_timed_out = false;
   Requests requests;
-  uint64_t now = start;
+  uint64_t now = 0;
   for (;;) {
-    if (!take_turn(arbiter, kind, std::max(deadline, turn_deadline))) {
+    if (!take_turn(arbiter, kind, [&] { return started() + turn_wait_ns(); })) {
       turn_timed_out = true;
       break;
     }
     result = reserve();
+    if (!must_wait(result.status)) break;
+    started();
     now = shm::mono_now_ns();
-    if (!must_wait(result.status) || now >= deadline) break;
+    if (now >= deadline) break;
     // Waiting for the lane's space or for memory, the job stays a contender
     // for the token, so that the holder ends its slice at its next boundary
     // and gives its cache back; the token, if it comes, is taken only to
@@ -281,7 +288,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       }
     });
   }
-  double waited_s = double(shm::mono_now_ns() - start) / 1e9;
+  double waited_s = start ? double(shm::mono_now_ns() - start) / 1e9 : 0;
   if (turn_timed_out) {
     GSHARE_WARN("%s of %.1f MiB on GPU %s gave up after %.1f s waiting for its turn "
                 "(GSHARE_ADMIT_TIMEOUT_S=%g): other jobs held the GPU",
