@@ -2,6 +2,7 @@
 // cuMemAllocManaged, cuMemFree, each in every exported ABI form.
 #include "allocator/tracked_memory.h"
 #include "intercept/interception.h"
+#include "scheduler/launch_gate.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
@@ -50,7 +51,16 @@ CUresult allocate(AllocationKind kind, const char* name, uint64_t bytes, Call&& 
     uint64_t ignored;
     return call(&ignored);
   }
-  return allocator::allocate_tracked(*device, kind, name, bytes, call);
+  CUresult result = allocator::allocate_tracked(*device, kind, name, bytes, call);
+  if (result == CUDA_SUCCESS) scheduler::note_memory_event(true);
+  return result;
+}
+
+template <class Call>
+CUresult free_memory(CUdeviceptr dptr, Call&& call) {
+  CUresult result = allocator::free_tracked(dptr, call);
+  if (result == CUDA_SUCCESS) scheduler::note_memory_event(false);
+  return result;
 }
 }  // namespace
 
@@ -121,11 +131,11 @@ GSHARE_HOOK(CUresult, cuMemAllocPitch, (CUdeviceptr_v1 * dptr, unsigned int* pit
 GSHARE_HOOK(CUresult, cuMemFree_v2, (CUdeviceptr dptr)) {
   if (!hooks_active()) return REAL(cuMemFree_v2)(dptr);
   HookScope scope;
-  return allocator::free_tracked(dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
+  return free_memory(dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
 }
 
 GSHARE_HOOK(CUresult, cuMemFree, (CUdeviceptr_v1 dptr)) {
   if (!hooks_active()) return REAL(cuMemFree)(dptr);
   HookScope scope;
-  return allocator::free_tracked(dptr, [&] { return REAL(cuMemFree)(dptr); });
+  return free_memory(dptr, [&] { return REAL(cuMemFree)(dptr); });
 }

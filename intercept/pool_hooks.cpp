@@ -24,19 +24,23 @@ CUresult allocate_async(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUst
   HookScope scope;
   allocator::Device* device = allocator::current_device();
   if (!device) return real(dptr);
-  return allocator::allocate_from_pool(*device, pool, stream, bytes, name,
-                                       [&](CUdeviceptr* out) {
-                                         CUresult r = real(dptr);
-                                         *out = *dptr;
-                                         return r;
-                                       });
+  CUresult result = allocator::allocate_from_pool(*device, pool, stream, bytes, name,
+                                                  [&](CUdeviceptr* out) {
+                                                    CUresult r = real(dptr);
+                                                    *out = *dptr;
+                                                    return r;
+                                                  });
+  if (result == CUDA_SUCCESS) scheduler::note_memory_event(true);
+  return result;
 }
 
 template <class Call>
 CUresult free_async(CUdeviceptr dptr, Call&& real) {
   if (!hooks_active()) return real();
   HookScope scope;
-  return allocator::free_tracked(dptr, real);
+  CUresult result = allocator::free_tracked(dptr, real);
+  if (result == CUDA_SUCCESS) scheduler::note_memory_event(false);
+  return result;
 }
 }  // namespace
 

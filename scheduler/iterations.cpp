@@ -11,9 +11,15 @@ namespace gshare::scheduler::iterations {
 namespace {
 
 // --- syncs ---
-constexpr int kGapHistory = 64;
-constexpr int kMaxSyncPeriod = 8;
-constexpr int kRepeats = 3;  // a period counts once seen three times in a row
+// A step may sync once, or once per piece of a forward pass (up to
+// kMaxSyncPeriod times); three periods of history are kept for the largest.
+constexpr int kMaxSyncPeriod = 32;
+constexpr int kGapHistory = 4 * kMaxSyncPeriod;
+// Memory at two iteration boundaries differs by at most this: a step's
+// activations are gone at its end. A sync mid-step, after pieces have been
+// allocated, holds more (in its first step, or in any step of a program
+// that allocates without a cache).
+constexpr uint64_t kBoundaryBytesSlack = 16ull << 20;
 
 // Launch counts of one loop can differ by a kernel or two (an allocator's
 // occasional memset): equal within 1%.
@@ -23,11 +29,14 @@ bool same_gap(uint64_t a, uint64_t b) {
   return d * 100 <= larger;
 }
 
+uint64_t distance(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
+
 struct SyncPattern {
   pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
   uint64_t last_launches = 0;
-  uint64_t gaps[kGapHistory] = {};
-  uint64_t count = 0;  // gaps seen
+  uint64_t gaps[kGapHistory] = {};   // launches between consecutive syncs
+  uint64_t bytes[kGapHistory] = {};  // the process's device memory at each sync
+  uint64_t count = 0;                // gaps seen
   std::atomic<int> period{0};  // syncs per iteration; 0: none (read without the mutex)
   int phase = 0;       // syncs since the last iteration boundary
   uint64_t boundary_ns = 0;
@@ -35,46 +44,109 @@ struct SyncPattern {
   uint64_t iteration_ns = 0;
   uint64_t launches_per_iteration = 0;
   bool last_was_boundary = true;
+  // Where a known period was lost (a logging or evaluation step): if the
+  // same period comes back, the iterations in between are counted.
+  int lost_period = 0;
+  uint64_t lost_at_count = 0;
 
-  uint64_t gap(uint64_t back) const { return gaps[(count - 1 - back) % kGapHistory]; }
+  uint64_t at(const uint64_t* ring, uint64_t back) const { return ring[(count - 1 - back) % kGapHistory]; }
+  uint64_t gap(uint64_t back) const { return at(gaps, back); }
 
-  int find_period() const {
-    for (int k = 1; k <= kMaxSyncPeriod; ++k) {
-      if (count < uint64_t(k * kRepeats)) return 0;
-      bool repeats = true;
-      for (int j = 0; j < k * (kRepeats - 1) && repeats; ++j) repeats = same_gap(gap(j), gap(j + k));
-      if (repeats) return k;
+  // How many of the latest gaps, newest first, equal the gap k before them.
+  uint64_t run(int k) const {
+    uint64_t usable = count < uint64_t(kGapHistory) ? count : uint64_t(kGapHistory);
+    uint64_t j = 0;
+    while (j + uint64_t(k) < usable && same_gap(gap(j), gap(j + uint64_t(k)))) ++j;
+    return j;
+  }
+
+  // The period is the k whose pattern explains the longest stretch of
+  // recent history, once it has repeated three times. Taking the longest
+  // (not the smallest k that repeats) keeps a run of equal pieces inside
+  // one step from passing for steps once a step's end has been seen: the
+  // step's period then explains more, and until it has repeated three
+  // times nothing is found. The boundary is the sync of the period with
+  // the least memory (a step's activations are gone at its end), and the
+  // memory there must not grow from period to period: where every piece
+  // of a step has as many launches, only the memory tells the pieces
+  // (which grow it) from steps. Returns the period and, in
+  // *since_boundary, how many syncs ago the latest boundary was.
+  int find_period(int* since_boundary) const {
+    uint64_t runs[kMaxSyncPeriod + 1] = {};
+    for (int k = 1; k <= kMaxSyncPeriod; ++k) runs[k] = run(k);
+    bool tried[kMaxSyncPeriod + 1] = {};
+    for (;;) {
+      int k = 0;  // the untried period with the longest run
+      for (int c = 1; c <= kMaxSyncPeriod; ++c)
+        if (!tried[c] && runs[c] > 0 && (k == 0 || runs[c] > runs[k])) k = c;
+      if (k == 0 || runs[k] < uint64_t(2 * k)) return 0;
+      tried[k] = true;
+      if (int since = boundary_by_memory(uint64_t(k)); since >= 0) {
+        *since_boundary = since;
+        return k;
+      }
     }
-    return 0;
+  }
+
+  // For period k: how many syncs ago its boundary was (the sync of least
+  // memory), or -1 if the memory there grows from period to period.
+  int boundary_by_memory(uint64_t k) const {
+    uint64_t low = 0;
+    for (uint64_t j = 1; j < k; ++j)
+      if (at(bytes, j) < at(bytes, low)) low = j;
+    uint64_t newest = at(bytes, low), one = at(bytes, low + k), two = at(bytes, low + 2 * k);
+    if (distance(newest, one) > kBoundaryBytesSlack || distance(one, two) > kBoundaryBytesSlack) return -1;
+    return int(low);
   }
 };
 SyncPattern g_syncs;
 
 // --- launches ---
-constexpr uint32_t kWindowLaunches = 8192;
-constexpr uint64_t kWindowNs = 500'000'000;
+// A window records launches, and the allocations, frees and syncs between
+// them (they mark where a step's pieces begin and end), until it holds
+// kWindowSamples or has lasted kMaxWindowNs. It is analysed at 0.5 s, then
+// each time its age doubles (every 4 s from 4 s on), and closes at the
+// first period found: a step of 5 s shows two periods at 12 s.
+constexpr uint32_t kWindowSamples = 1u << 16;
+constexpr uint64_t kFirstAnalysisNs = 500'000'000;
+constexpr uint64_t kMaxWindowNs = 16'000'000'000;
+constexpr uint64_t kMaxAnalysisStepNs = 4'000'000'000;  // analysed at 8, 12, 16 s
 constexpr uint64_t kSearchEveryNs = 1'000'000'000;   // while no pattern is known
 constexpr uint64_t kRecheckEveryNs = 5'000'000'000;  // to refresh a known one
-constexpr uint32_t kMinPeriod = 2;  // one function repeated is no structure
+constexpr uint32_t kMinPeriod = 2;  // one launch repeated is no structure
+// A period may differ from exact repetition in one sample in 256 (an
+// occasional different kernel).
+constexpr uint32_t kMismatchesPer = 256;
+// Samples a launch may still be writing when an open window is analysed.
+constexpr uint32_t kInFlightSamples = 64;
+
+// Symbols that are not launches: never a function's address (aligned).
+constexpr uintptr_t kAllocationSymbol = 1, kFreeSymbol = 3, kSyncSymbol = 5;
+bool is_launch(const void* symbol) { return (uintptr_t(symbol) & 1) == 0; }
 
 struct Sample {
-  const void* function;
-  uint64_t number;
+  const void* symbol;
+  uint64_t number;  // the launch count before it: a launch's own number
   uint64_t ns;
 };
 // Static zeroed storage: untouched pages until a window first opens.
-Sample g_samples[kWindowLaunches];
+Sample g_samples[kWindowSamples];
 std::atomic<uint32_t> g_filled{0};
-std::atomic<bool> g_window_open{false};
-bool g_window_pending = false;  // closed, not yet analysed (upkeep thread only)
+// The first window is open from the first launch (g_launch_detours starts
+// at one for it), so that a loop's first iterations are seen and counted.
+std::atomic<bool> g_window_open{true};
+// Upkeep thread only:
 uint64_t g_window_opened_ns = 0;
 uint64_t g_window_closed_ns = 0;
+uint64_t g_next_analysis_ns = 0;  // age of the window at its next analysis
 
 struct LaunchPattern {
   std::atomic<uint32_t> period{0};  // launches per iteration; 0: none
   std::atomic<const void*> anchor_function{nullptr};
   std::atomic<uint64_t> anchor_number{0};
   std::atomic<uint64_t> iteration_ns{0};
+  // Iterations counted before anchor_number (upkeep thread writes).
+  std::atomic<uint64_t> iterations_before{0};
 };
 LaunchPattern g_launches;
 
@@ -82,29 +154,66 @@ void close_window(uint64_t now_ns) {
   if (!g_window_open.exchange(false)) return;
   g_launch_detours.fetch_sub(1, std::memory_order_relaxed);
   g_window_closed_ns = now_ns;
-  g_window_pending = true;
 }
 
-// Smallest p such that the last 2p samples repeat the p before them.
-uint32_t find_launch_period(const Sample* s, uint32_t n) {
-  for (uint32_t p = 1; p * 3 <= n; ++p) {
-    bool repeats = true;
-    for (uint32_t i = n - 2 * p; i < n && repeats; ++i) repeats = s[i].function == s[i - p].function;
-    if (repeats) return p;
+void record(const void* symbol, uint64_t number, uint64_t now_ns) {
+  uint32_t i = g_filled.fetch_add(1, std::memory_order_relaxed);
+  if (i < kWindowSamples) g_samples[i] = {symbol, number, now_ns};
+}
+
+// The samples in [start, n) repeat with period p, allowing one mismatch
+// in kMismatchesPer.
+bool repeats(const Sample* s, uint32_t n, uint32_t p, uint32_t start) {
+  uint32_t compared = n - start - p;
+  uint32_t allowed = compared / kMismatchesPer, mismatches = 0;
+  for (uint32_t i = n - 1; i >= start + p && mismatches <= allowed; --i)
+    mismatches += s[i].symbol != s[i - p].symbol;
+  return mismatches <= allowed;
+}
+
+// A step frees what it allocates: a stretch of a forward pass that
+// allocates as it goes is not a step, however regularly it repeats.
+bool balanced(const Sample* s, uint32_t n, uint32_t p) {
+  int64_t net = 0;
+  for (uint32_t i = n - p; i < n; ++i) {
+    if (s[i].symbol == reinterpret_cast<const void*>(kAllocationSymbol)) net++;
+    if (s[i].symbol == reinterpret_cast<const void*>(kFreeSymbol)) net--;
+  }
+  return net == 0;
+}
+
+// The smallest period p of the window's latest samples. The stretch that
+// repeats must hold two periods and half the window: a loop inside a step
+// (a model's layers) repeats over a shorter stretch than the step once the
+// window holds two steps, and a set-up before the first step may fill the
+// window's first half.
+uint32_t find_period(const Sample* s, uint32_t n) {
+  for (uint32_t p = kMinPeriod; 2 * p <= n; ++p) {
+    uint32_t covered = 2 * p > (n + 1) / 2 ? 2 * p : (n + 1) / 2;
+    if (repeats(s, n, p, n - covered) && balanced(s, n, p)) return p;
   }
   return 0;
 }
 
-void analyse_window() {
-  uint32_t n = g_filled.load(std::memory_order_relaxed);
-  if (n > kWindowLaunches) n = kWindowLaunches;
-  uint32_t p = find_launch_period(g_samples, n);
-  if (p < kMinPeriod) {
-    g_launches.period.store(0, std::memory_order_relaxed);
-    return;
-  }
-  // The iteration starts where the host paused longest before a launch.
-  uint32_t first = n - 3 * p;
+// The loop changed: what was counted stays counted.
+void forget_launch_pattern(uint64_t launches) {
+  uint32_t p = g_launches.period.load(std::memory_order_relaxed);
+  if (p == 0) return;
+  uint64_t anchor = g_launches.anchor_number.load(std::memory_order_relaxed);
+  g_launches.iterations_before.fetch_add(launches > anchor ? (launches - anchor) / p : 0,
+                                         std::memory_order_relaxed);
+  g_launches.period.store(0, std::memory_order_relaxed);
+}
+
+// Finds the pattern in the first n samples; true if one was found.
+bool analyse_window(uint32_t n) {
+  uint32_t p = find_period(g_samples, n);
+  if (p == 0) return false;
+  uint32_t launches_per_period = uint32_t(g_samples[n - 1].number - g_samples[n - 1 - p].number);
+  if (launches_per_period < kMinPeriod) return false;
+  // The iteration starts where the host paused longest, at the first launch
+  // from there on: where a loop does its data loading and bookkeeping.
+  uint32_t first = n - (n / p) * p;
   uint32_t best = 0;
   uint64_t best_gap = 0;
   for (uint32_t r = 0; r < p; ++r) {
@@ -114,43 +223,72 @@ void analyse_window() {
     if (gap > best_gap) best_gap = gap, best = r;
   }
   uint32_t anchor = n - p + best;
-  g_launches.anchor_function.store(g_samples[anchor].function, std::memory_order_relaxed);
+  for (uint32_t tries = 0; tries < p && !is_launch(g_samples[anchor].symbol); ++tries)
+    anchor = anchor + 1 < n ? anchor + 1 : anchor + 1 - p;
+  // Iterations so far: those of a pattern that held before, or the whole
+  // iterations of the stretch that repeats before the anchor.
+  uint64_t before;
+  uint32_t old = g_launches.period.load(std::memory_order_relaxed);
+  if (old > 0) {
+    uint64_t old_anchor = g_launches.anchor_number.load(std::memory_order_relaxed);
+    before = g_launches.iterations_before.load(std::memory_order_relaxed) +
+             (g_samples[anchor].number > old_anchor ? (g_samples[anchor].number - old_anchor) / old : 0);
+  } else {
+    // The first sample compared with one a period before it, moved back
+    // while the two still agree: the stretch starts a period earlier.
+    uint32_t from = n + p - (2 * p > (n + 1) / 2 ? 2 * p : (n + 1) / 2);
+    while (from > p && g_samples[from - 1].symbol == g_samples[from - 1 - p].symbol) --from;
+    before = g_launches.iterations_before.load(std::memory_order_relaxed) + (anchor - (from - p)) / p;
+  }
+  g_launches.iterations_before.store(before, std::memory_order_relaxed);
+  g_launches.anchor_function.store(g_samples[anchor].symbol, std::memory_order_relaxed);
   g_launches.anchor_number.store(g_samples[anchor].number, std::memory_order_relaxed);
-  g_launches.iteration_ns.store(g_samples[anchor].ns - g_samples[anchor - p].ns,
-                                std::memory_order_relaxed);
-  g_launches.period.store(p, std::memory_order_release);
+  g_launches.iteration_ns.store(g_samples[anchor].ns - g_samples[anchor - p].ns, std::memory_order_relaxed);
+  g_launches.period.store(launches_per_period, std::memory_order_release);
+  return true;
 }
 
 }  // namespace
 
-bool on_sync(uint64_t launches, uint64_t now_ns) {
+bool on_sync(uint64_t launches, uint64_t process_bytes, uint64_t now_ns) {
+  if (observing()) record(reinterpret_cast<const void*>(kSyncSymbol), launches, now_ns);
   SyncPattern& s = g_syncs;
   pthread_mutex_lock(&s.mutex);
   uint64_t gap = launches - s.last_launches;
   s.last_launches = launches;
   if (gap != 0) {  // a sync with nothing launched since the last one adds nothing
     s.gaps[s.count % kGapHistory] = gap;
+    s.bytes[s.count % kGapHistory] = process_bytes;
     s.count++;
-    if (s.period > 0 && !same_gap(gap, s.gap(uint64_t(s.period.load())))) s.period = 0;  // the loop changed
-    if (s.period > 0) {
-      s.phase = (s.phase + 1) % s.period;
+    int period = s.period.load();
+    if (period > 0 && !same_gap(gap, s.gap(uint64_t(period)))) {  // the loop changed
+      s.lost_period = period;
+      s.lost_at_count = s.count - 1 - uint64_t(s.phase);
+      s.period = period = 0;
+    }
+    if (period > 0) {
+      s.phase = (s.phase + 1) % period;
       s.last_was_boundary = s.phase == 0;
-    } else if (int period = s.find_period(); period > 0) {
+    } else if (int since = 0; (period = s.find_period(&since)) > 0) {
       s.period = period;
-      s.phase = 0;
-      s.last_was_boundary = true;
+      s.phase = since;
+      s.last_was_boundary = since == 0;
       s.boundary_ns = 0;
+      uint64_t latest = s.count - uint64_t(since);  // the count at the latest boundary
+      if (period == s.lost_period && s.iterations > 0 && latest > s.lost_at_count)
+        s.iterations += (latest - s.lost_at_count) / uint64_t(period);
+      s.lost_period = 0;
     } else {
       s.last_was_boundary = true;
     }
-    if (s.period > 0 && s.phase == 0) {
+    if (period > 0 && s.phase == 0) {
       if (s.boundary_ns != 0) {
         s.iterations++;
         s.iteration_ns = now_ns - s.boundary_ns;
       }
       s.boundary_ns = now_ns;
       uint64_t total = 0;
-      for (int k = 0; k < s.period.load(); ++k) total += s.gap(uint64_t(k));
+      for (int k = 0; k < period; ++k) total += s.gap(uint64_t(k));
       s.launches_per_iteration = total;
     }
   }
@@ -178,70 +316,99 @@ bool launch_is_boundary(const void* function, uint64_t launch_number) {
   if (g_syncs.period > 0) return false;  // racy read: a hint; the sync decides
   uint32_t p = g_launches.period.load(std::memory_order_acquire);
   if (p == 0) return true;
-  uint64_t since = launch_number - g_launches.anchor_number.load(std::memory_order_relaxed);
-  if (since % p != 0) return false;
+  uint64_t anchor = g_launches.anchor_number.load(std::memory_order_relaxed);
+  if (launch_number < anchor) return false;
+  if ((launch_number - anchor) % p != 0) return false;
   if (function != g_launches.anchor_function.load(std::memory_order_relaxed))
-    g_launches.period.store(0, std::memory_order_relaxed);  // out of step: look again
+    forget_launch_pattern(launch_number);  // out of step: look again
   return true;
 }
 
 bool observing() { return g_window_open.load(std::memory_order_relaxed); }
 
 void record_launch(const void* function, uint64_t launch_number, uint64_t now_ns) {
-  uint32_t i = g_filled.fetch_add(1, std::memory_order_relaxed);
-  if (i < kWindowLaunches) g_samples[i] = {function, launch_number, now_ns};
-  if (i + 1 >= kWindowLaunches) close_window(now_ns);
+  record(function, launch_number, now_ns);
+}
+
+void record_memory_event(bool allocation, uint64_t launches, uint64_t now_ns) {
+  record(reinterpret_cast<const void*>(allocation ? kAllocationSymbol : kFreeSymbol), launches, now_ns);
 }
 
 void tick(uint64_t launches, uint64_t now_ns) {
   static uint64_t launches_at_last_tick = 0;
   bool launching = launches != launches_at_last_tick;
   launches_at_last_tick = launches;
-  if (g_window_open.load() && now_ns - g_window_opened_ns >= kWindowNs) close_window(now_ns);
-  if (g_window_pending && !g_window_open.load()) {
-    // Analysed a tick after closing, so launches that raced the close are done writing.
-    if (now_ns - g_window_closed_ns >= 100'000'000) {
-      analyse_window();
-      g_window_pending = false;
+  if (g_window_open.load() && g_syncs.period > 0) {
+    close_window(now_ns);  // iterations come from syncs
+    return;
+  }
+  if (g_window_open.load()) {
+    if (g_window_opened_ns == 0) {
+      if (!launching) return;  // the first window: its age counts from the first launches
+      g_window_opened_ns = now_ns;
+      g_next_analysis_ns = kFirstAnalysisNs;
+    }
+    uint64_t age = now_ns - g_window_opened_ns;
+    uint32_t filled = g_filled.load(std::memory_order_relaxed);
+    bool full = filled >= kWindowSamples;
+    if (!full && age < g_next_analysis_ns && age < kMaxWindowNs) return;
+    uint32_t n = full ? kWindowSamples : filled;
+    n = n > kInFlightSamples ? n - kInFlightSamples : 0;
+    if (analyse_window(n) || full || age >= kMaxWindowNs) {
+      if (full || age >= kMaxWindowNs) forget_launch_pattern(launches);
+      close_window(now_ns);
+    } else {
+      g_next_analysis_ns = age + (age < kMaxAnalysisStepNs ? age : kMaxAnalysisStepNs);
     }
     return;
   }
-  if (g_window_open.load() || !launching || g_syncs.period > 0) return;
+  if (!launching || g_syncs.period > 0) return;
   uint64_t every = g_launches.period.load() ? kRecheckEveryNs : kSearchEveryNs;
   if (g_window_closed_ns != 0 && now_ns - g_window_closed_ns < every) return;
   g_filled.store(0, std::memory_order_relaxed);
   g_window_opened_ns = now_ns;
+  g_next_analysis_ns = kFirstAnalysisNs;
+  if (uint64_t known = g_launches.iteration_ns.load(); g_launches.period.load() && 2 * known > g_next_analysis_ns)
+    g_next_analysis_ns = 2 * known + known / 2;
   g_window_open.store(true);
   g_launch_detours.fetch_add(1, std::memory_order_relaxed);
 }
 
 Estimate current(uint64_t launches) {
   Estimate e;
-  if (g_syncs.period > 0 && g_syncs.iteration_ns > 0) {
-    pthread_mutex_lock(&g_syncs.mutex);
+  // Once iterations were counted from syncs, they stay the count while a
+  // changed loop is looked at again.
+  pthread_mutex_lock(&g_syncs.mutex);
+  if ((g_syncs.period > 0 && g_syncs.iteration_ns > 0) || g_syncs.iterations > 0) {
     e.source = shm::kIterationsFromSyncs;
     e.iterations = g_syncs.iterations;
     e.iteration_ns = g_syncs.iteration_ns;
     e.launches_per_iteration = uint32_t(g_syncs.launches_per_iteration);
-    pthread_mutex_unlock(&g_syncs.mutex);
-    return e;
   }
+  pthread_mutex_unlock(&g_syncs.mutex);
+  if (e.source == shm::kIterationsFromSyncs) return e;
   if (uint32_t p = g_launches.period.load(std::memory_order_acquire); p > 0) {
+    uint64_t anchor = g_launches.anchor_number.load(std::memory_order_relaxed);
     e.source = shm::kIterationsFromLaunches;
-    e.iterations = launches / p;
+    e.iterations = g_launches.iterations_before.load(std::memory_order_relaxed) +
+                   (launches > anchor ? (launches - anchor) / p : 0);
     e.iteration_ns = g_launches.iteration_ns.load(std::memory_order_relaxed);
     e.launches_per_iteration = p;
   }
   return e;
 }
 
+// The caller (launch_gate.cpp) zeroes g_launch_detours.
 void forget_after_fork() {
   g_syncs.mutex = PTHREAD_MUTEX_INITIALIZER;
   g_syncs.period.store(0);
   g_syncs.count = 0;
+  g_syncs.iterations = 0;
+  g_syncs.lost_period = 0;
   g_window_open.store(false);
-  g_window_pending = false;
   g_launches.period.store(0);
+  g_launches.iterations_before.store(0);
+  g_window_closed_ns = 0;
 }
 
 }  // namespace gshare::scheduler::iterations

@@ -13,7 +13,7 @@
 
 namespace gshare::scheduler {
 
-std::atomic<int> g_launch_detours{0};
+std::atomic<int> g_launch_detours{1};  // the first iteration-observation window
 
 namespace {
 
@@ -186,7 +186,11 @@ bool before_host_sync() {
 
 void after_host_sync(bool ends_iteration) {
   uint64_t launches = process_launches();
-  bool boundary = iterations::on_sync(launches, shm::mono_now_ns());
+  uint64_t bytes = 0;
+  allocator::for_each_attached_device([&](allocator::Device& device) {
+    if (shm::Slot* slot = device.account.slot()) bytes += __atomic_load_n(&slot->allocated_bytes, __ATOMIC_RELAXED);
+  });
+  bool boundary = iterations::on_sync(launches, bytes, shm::mono_now_ns());
   if (boundary) {
     iterations::Estimate estimate = iterations::current(launches);
     // Memory is classified against iterations found from syncs only: a
@@ -238,6 +242,10 @@ void end_slice_between_iterations(shm::Arbiter& arbiter) {
   if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
       !arbiter.holds_unsettled_memory(arbiter.own_slot()))
     end_slice(arbiter, drain_current_context);
+}
+
+void note_memory_event(bool allocation) {
+  if (iterations::observing()) iterations::record_memory_event(allocation, process_launches(), shm::mono_now_ns());
 }
 
 uint64_t process_launches() {

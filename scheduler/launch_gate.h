@@ -65,6 +65,10 @@ void end_slice_between_iterations(shm::Arbiter& arbiter);
 // The process's launches on every GPU it uses.
 uint64_t process_launches();
 
+// An allocation or free succeeded: while an iteration-observation window
+// is open, it marks where a step's pieces begin and end.
+void note_memory_event(bool allocation);
+
 // From the upkeep thread: iteration detection's windows, the iteration
 // figures gshare-top shows, and the holder's token time.
 void scheduler_tick();

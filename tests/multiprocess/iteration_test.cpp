@@ -1,0 +1,111 @@
+// Iteration detection on training loops of every shape: steps of 1 ms to
+// 5 s, taken in 1 to 10 pieces, syncing once a step, once a piece or never.
+// One iteration is one step: the count never runs ahead of the steps taken,
+// and a job still inside its first step is unclassified.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/multiprocess/harness.h"
+
+using namespace gshare::test;
+
+namespace {
+
+struct Loop {
+  const char* name;
+  int steps;
+  int pieces;
+  int kernels;  // a piece's kernels (all of the step's when it syncs once)
+  int micros;   // each kernel's
+  const char* sync;  // "" (once a step), "chunksync" (once a piece), "nosync"
+  int missed;   // steps the detection may take before it counts
+};
+
+// Each piece takes 64 MiB, more than gshare's slack between two step ends,
+// as a forward pass's activations would.
+std::string memtrain(const Loop& loop) {
+  return "memtrain " + std::to_string(loop.steps) + " 64M " + std::to_string(64 * loop.pieces) + "M " +
+         std::to_string(loop.pieces) + " " + std::to_string(loop.kernels) + " " +
+         std::to_string(loop.micros) + " 2 " + loop.sync;
+}
+
+nlohmann::json process_of(const TestGpu& gpu, pid_t pid) {
+  // The upkeep thread publishes the figures every 250 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  return gpu.top_process(pid);
+}
+
+}  // namespace
+
+TEST_CASE("one iteration per step, for steps of 1 ms to 5 s, syncing once, per piece or never",
+          "[iterations]") {
+  // Run side by side, each on its own GPU: the longest takes about 30 s.
+  std::vector<Loop> loops = {
+      {"1 ms, sync once", 400, 2, 4, 250, "", 4},
+      {"1 ms, sync per piece", 400, 4, 1, 250, "chunksync", 4},
+      {"1 ms, never sync", 400, 4, 1, 250, "nosync", 4},
+      {"200 ms, sync once", 20, 10, 8, 25000, "", 4},
+      {"200 ms, sync per piece", 20, 10, 2, 10000, "chunksync", 4},
+      {"200 ms, never sync", 20, 10, 2, 10000, "nosync", 4},
+      {"5 s, sync once", 6, 4, 10, 500000, "", 4},
+      {"5 s, sync per piece", 6, 10, 1, 500000, "chunksync", 4},
+      {"5 s, never sync", 6, 10, 1, 500000, "nosync", 4},
+  };
+  std::vector<std::unique_ptr<TestGpu>> gpus;
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (const Loop& loop : loops) {
+    gpus.push_back(std::make_unique<TestGpu>());
+    jobs.push_back(std::make_unique<Client>(*gpus.back()));
+    REQUIRE(jobs.back()->send("init") == "init ok");
+    jobs.back()->post(memtrain(loop));
+  }
+  for (size_t i = 0; i < loops.size(); ++i) {
+    const Loop& loop = loops[i];
+    INFO(loop.name << ": " << memtrain(loop));
+    std::string reply = jobs[i]->reply(60);
+    REQUIRE(reply.rfind("memtrain ok", 0) == 0);
+    nlohmann::json p = process_of(*gpus[i], jobs[i]->pid());
+    INFO(p.dump());
+    REQUIRE(p.is_object());
+    bool syncs = std::string(loop.sync) != "nosync";
+    CHECK(p["iteration_source"] == (syncs ? "syncs" : "launches"));
+    int per_step = loop.kernels * (std::string(loop.sync).empty() ? 1 : loop.pieces);
+    CHECK(p["iteration_launches"] == per_step);
+    int counted = p["iterations"].get<int>();
+    CHECK(counted <= loop.steps);
+    CHECK(counted >= loop.steps - loop.missed);
+    // The latest step's time, against the mean the loop measured (a loaded
+    // machine stretches some steps). A loop that never syncs runs ahead of
+    // the GPU on the host, whose clock is all gshare sees of it.
+    double mean_ms = std::stod(words(reply).at(3)) / loop.steps;
+    if (syncs) {
+      CHECK(p["iteration_ms"].get<double>() > mean_ms / 2);
+      CHECK(p["iteration_ms"].get<double>() < mean_ms * 2);
+    }
+  }
+}
+
+TEST_CASE("a job inside its first long step is unclassified, whether it syncs per piece or never",
+          "[iterations]") {
+  for (const char* sync : {"chunksync", "nosync"}) {
+    INFO(sync);
+    TestGpu gpu;
+    Client job(gpu);
+    REQUIRE(job.send("init") == "init ok");
+    // One step of 10 pieces of 400 ms, each allocating 64 MiB.
+    job.post(std::string("memtrain 1 64M 640M 10 1 400000 2 ") + sync);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    nlohmann::json p = gpu.top_process(job.pid());
+    INFO(p.dump());
+    REQUIRE(p.is_object());
+    CHECK(p["iterations"] == 0);
+    CHECK(p["iteration_source"] == "unknown");
+    CHECK(p["memory_provisional"] == true);
+    REQUIRE(job.reply(20).rfind("memtrain ok", 0) == 0);
+  }
+}
