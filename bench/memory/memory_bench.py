@@ -1,4 +1,4 @@
-"""gshare's memory-sharing demonstrations on a real GPU (issue 4).
+"""gshare's memory-sharing demonstrations on a real GPU.
 
 usage: python3 bench/memory/memory_bench.py --build BUILD --out OUT PART...
   PART  oversized   three training jobs whose peaks together exceed the GPU
@@ -16,6 +16,9 @@ usage: python3 bench/memory/memory_bench.py --build BUILD --out OUT PART...
                     policy, --runs times each: all finish with the losses
                     of the jobs alone, and the mix's throughput against
                     running the jobs one after another
+        iterations  one job alone per way of syncing (every step, every
+                    layer, never): gshare-top's iteration count against
+                    the steps taken
         allocators  for each allocator (alloc_probe.py: PyTorch's default,
                     expandable_segments, cudaMallocAsync, no caching (plain
                     cudaMalloc), CuPy, JAX's BFC, JAX's platform allocator):
@@ -265,27 +268,59 @@ def mixes(args):
         mix = {"jobs": count, "peak_share": peak, "batch": batch, "sequential_seconds": round(sequential, 3),
                "alone_step_ms": [round(1000 * r["seconds"] / max(1, len(r["losses"])), 1) for r in alone],
                "runs": []}
-        for policy in policies:
-            for run in range(args.runs):
+        record["mixes"].append(mix)
+        # Runs alternate between the policies, so that a drift of the GPU
+        # (clocks, heat) spreads over all of them.
+        for run in range(args.runs):
+            for policy in policies:
                 shared, samples, _ = run_jobs(f"mix{count}-{policy}-{run}", specs, args, gshare=True,
                                               extra_env={"GSHARE_POLICY": policy},
                                               sample=top_sample(args.build), timeout=args.mix_timeout)
                 seconds = max(r["seconds"] for r in shared)
                 finished = all(r["returncode"] == 0 and len(r["losses"]) == args.steps for r in shared)
                 last = samples[-1] if samples else {}
+                iterations = {}
+                for sample in samples:
+                    for p in sample.get("processes", []):
+                        iterations[p["pid"]] = p.get("iterations")
                 mix["runs"].append({
                     "policy": policy, "run": run, "finished": finished,
                     "losses_identical": all(shared[i]["losses"] == alone[i]["losses"] for i in range(count)),
                     "seconds": round(seconds, 3),
                     "throughput_vs_sequential": round(sequential / seconds, 4) if seconds else None,
                     "switches": last.get("switches"),
+                    "iterations_seen_last": sorted(v for v in iterations.values() if v is not None),
                     "returncodes": [r["returncode"] for r in shared],
                     "timed_out_state": samples[-1] if not finished and samples else None,
                 })
                 print(f"mix {count} {policy} run {run}: finished {finished} "
                       f"{mix['runs'][-1]['throughput_vs_sequential']}x", flush=True)
-        record["mixes"].append(mix)
+                with open(os.path.join(args.out, "memory-mixes.json"), "w") as f:
+                    json.dump(record, f, indent=1)  # so far: a run cut short keeps what it did
     return record
+
+
+def iterations(args):
+    """One job alone under gshare per way of syncing: the iterations
+    gshare-top counts against the steps the job took."""
+    rows = []
+    for sync in ("step", "piece", "never"):
+        spec = ["--seed", "7", "--steps", "100", "--batch", "65536", "--width", "1024",
+                "--sync", sync, "--linger", "1.5"]
+
+        def sample(t, gshare_dir):
+            top = top_json(args.build, gshare_dir)
+            for p in (top or {}).get("gpus", [{}])[0].get("processes", []):
+                sample.last = {k: p.get(k) for k in ("iterations", "iteration_source", "iteration_launches",
+                                              "iteration_ms", "syncs", "launches", "classified_iterations")}
+            return None
+
+        sample.last = {}
+        [r], _, _ = run_jobs(f"iterations-{sync}", [spec], args, gshare=True, sample=sample, timeout=120)
+        rows.append({"sync": sync, "steps": len(r["losses"]), "returncode": r["returncode"],
+                     "seconds": r["seconds"], "top_at_rest": sample.last})
+        print("iterations", json.dumps(rows[-1]), flush=True)
+    return {"rows": rows}
 
 
 FRAMEWORKS = ["torch", "torch-expandable", "torch-async", "torch-nocache", "cupy", "jax", "jax-platform"]
@@ -381,11 +416,12 @@ def main():
     ap.add_argument("--policies", nargs="*", default=None, help="mixes: a subset of " + " ".join(POLICIES))
     ap.add_argument("--jobs", nargs="*", type=int, default=None, help="mixes: only mixes of these job counts")
     ap.add_argument("--mix-timeout", type=float, default=120, help="mixes: seconds a run may take")
-    ap.add_argument("parts", nargs="+", choices=["oversized", "twenty", "allocators", "mixes"])
+    ap.add_argument("parts", nargs="+", choices=["oversized", "twenty", "allocators", "mixes", "iterations"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for part in args.parts:
-        record = {"oversized": oversized, "twenty": twenty, "allocators": allocators, "mixes": mixes}[part](args)
+        record = {"oversized": oversized, "twenty": twenty, "allocators": allocators, "mixes": mixes,
+                  "iterations": iterations}[part](args)
         with open(os.path.join(args.out, f"memory-{part}.json"), "w") as f:
             json.dump(record, f, indent=1)
         summary = {k: v for k, v in record.items() if k not in ("samples", "comparisons", "alone",

@@ -35,6 +35,10 @@ def main():
     p.add_argument("--log", default="")
     p.add_argument("--ready", default="", help="file created once the model is built")
     p.add_argument("--start", default="", help="wait for this file before the first step")
+    p.add_argument("--sync", choices=["step", "piece", "never"], default="step",
+                   help="read the loss back every step, also after every layer's forward, "
+                        "or only once all steps are done")
+    p.add_argument("--linger", type=float, default=0, help="seconds to stay after the steps")
     args = p.parse_args()
 
     torch.use_deterministic_algorithms(True)
@@ -58,6 +62,7 @@ def main():
     log = open(args.log, "a") if args.log else None
     generator = torch.Generator(device=device)
     started = time.monotonic()
+    pending = []  # --sync never: the losses, read back at the end
     steps = args.steps if args.seconds <= 0 else 1 << 40
     for step in range(steps):
         if args.seconds > 0 and time.monotonic() - started >= args.seconds:
@@ -67,11 +72,22 @@ def main():
         y = torch.randint(0, 16, (args.batch,), device=device, generator=generator)
         rows = torch.randint(0, bank.shape[0], (args.batch,), device=device, generator=generator)
         x = x + bank.index_select(0, rows)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if args.sync == "piece":
+            out = x
+            for layer in model:
+                out = layer(out)
+                if isinstance(layer, torch.nn.Linear):
+                    out[0, 0].item()
+        else:
+            out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        del x, y, rows
+        del x, y, rows, out
+        if args.sync == "never":
+            pending.append(loss.detach())
+            continue
         value = loss.item()
         print(f"step {step} loss {value:.6f}", flush=True)
         if log:
@@ -79,6 +95,9 @@ def main():
                                   "reserved": torch.cuda.memory_reserved(),
                                   "allocated": torch.cuda.memory_allocated()}) + "\n")
             log.flush()
+    for step, loss in enumerate(pending):
+        print(f"step {step} loss {loss.item():.6f}", flush=True)
+    time.sleep(args.linger)
     print(f"done peak_reserved {torch.cuda.max_memory_reserved()} "
           f"peak_allocated {torch.cuda.max_memory_allocated()}", flush=True)
 
