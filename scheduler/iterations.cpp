@@ -19,7 +19,15 @@ constexpr int kGapHistory = 4 * kMaxSyncPeriod;
 // activations are gone at its end. A sync mid-step, after pieces have been
 // allocated, holds more (in its first step, or in any step of a program
 // that allocates without a cache).
-constexpr uint64_t kBoundaryBytesSlack = 16ull << 20;
+// PyTorch's cache holds exactly as much at every step's end; 2 MiB lets a
+// small-block segment come or go, while a model's set-up, allocating a
+// layer's weights (a few MiB) between syncs, does not pass for steps.
+constexpr uint64_t kBoundaryBytesSlack = 2ull << 20;
+// A sync pattern is stale once this many iterations' launches pass without
+// a sync (a set-up that synced, then a loop that never does): the launch
+// pattern takes over.
+constexpr uint64_t kStaleIterations = 4;
+constexpr uint64_t kStaleMinLaunches = 256;
 
 // Launch counts of one loop can differ by a kernel or two (an allocator's
 // occasional memset): equal within 1%.
@@ -149,6 +157,9 @@ struct LaunchPattern {
   std::atomic<uint64_t> iterations_before{0};
 };
 LaunchPattern g_launches;
+// The launch count where counting stopped: the last sync of a pattern gone
+// stale, or where a launch pattern was lost (upkeep thread and hot path).
+std::atomic<uint64_t> g_uncounted_from{0};
 
 void close_window(uint64_t now_ns) {
   if (!g_window_open.exchange(false)) return;
@@ -195,6 +206,20 @@ uint32_t find_period(const Sample* s, uint32_t n) {
   return 0;
 }
 
+void forget_stale_sync_pattern(uint64_t launches) {
+  SyncPattern& s = g_syncs;
+  pthread_mutex_lock(&s.mutex);
+  uint64_t limit = kStaleIterations * s.launches_per_iteration;
+  if (limit < kStaleMinLaunches) limit = kStaleMinLaunches;
+  if (s.period > 0 && launches - s.last_launches > limit) {
+    s.lost_period = 0;  // not the same loop coming back: nothing to make up
+    g_uncounted_from.store(s.last_launches, std::memory_order_relaxed);
+    s.period = 0;
+    s.last_was_boundary = true;
+  }
+  pthread_mutex_unlock(&s.mutex);
+}
+
 // The loop changed: what was counted stays counted.
 void forget_launch_pattern(uint64_t launches) {
   uint32_t p = g_launches.period.load(std::memory_order_relaxed);
@@ -202,6 +227,7 @@ void forget_launch_pattern(uint64_t launches) {
   uint64_t anchor = g_launches.anchor_number.load(std::memory_order_relaxed);
   g_launches.iterations_before.fetch_add(launches > anchor ? (launches - anchor) / p : 0,
                                          std::memory_order_relaxed);
+  g_uncounted_from.store(launches, std::memory_order_relaxed);
   g_launches.period.store(0, std::memory_order_relaxed);
 }
 
@@ -239,6 +265,11 @@ bool analyse_window(uint32_t n) {
     uint32_t from = n + p - (2 * p > (n + 1) / 2 ? 2 * p : (n + 1) / 2);
     while (from > p && g_samples[from - 1].symbol == g_samples[from - 1 - p].symbol) --from;
     before = g_launches.iterations_before.load(std::memory_order_relaxed) + (anchor - (from - p)) / p;
+    // A loop that repeats from the window's first sample ran before it too,
+    // since counting stopped (a sync pattern went stale).
+    uint64_t stopped = g_uncounted_from.load(std::memory_order_relaxed);
+    if (from == p && g_samples[0].number > stopped)
+      before += (g_samples[0].number - stopped) / launches_per_period;
   }
   g_launches.iterations_before.store(before, std::memory_order_relaxed);
   g_launches.anchor_function.store(g_samples[anchor].symbol, std::memory_order_relaxed);
@@ -338,6 +369,7 @@ void tick(uint64_t launches, uint64_t now_ns) {
   static uint64_t launches_at_last_tick = 0;
   bool launching = launches != launches_at_last_tick;
   launches_at_last_tick = launches;
+  if (g_syncs.period > 0) forget_stale_sync_pattern(launches);
   if (g_window_open.load() && g_syncs.period > 0) {
     close_window(now_ns);  // iterations come from syncs
     return;
@@ -376,21 +408,24 @@ void tick(uint64_t launches, uint64_t now_ns) {
 
 Estimate current(uint64_t launches) {
   Estimate e;
-  // Once iterations were counted from syncs, they stay the count while a
-  // changed loop is looked at again.
   pthread_mutex_lock(&g_syncs.mutex);
-  if ((g_syncs.period > 0 && g_syncs.iteration_ns > 0) || g_syncs.iterations > 0) {
+  bool from_syncs = g_syncs.period > 0 && g_syncs.iteration_ns > 0;
+  uint64_t sync_iterations = g_syncs.iterations;
+  if (from_syncs || sync_iterations > 0) {
     e.source = shm::kIterationsFromSyncs;
-    e.iterations = g_syncs.iterations;
+    e.iterations = sync_iterations;
     e.iteration_ns = g_syncs.iteration_ns;
     e.launches_per_iteration = uint32_t(g_syncs.launches_per_iteration);
   }
   pthread_mutex_unlock(&g_syncs.mutex);
-  if (e.source == shm::kIterationsFromSyncs) return e;
+  if (from_syncs) return e;
+  // Iterations counted from syncs (before the loop stopped syncing) stay
+  // counted under a launch pattern, and also while a changed loop is
+  // looked at again.
   if (uint32_t p = g_launches.period.load(std::memory_order_acquire); p > 0) {
     uint64_t anchor = g_launches.anchor_number.load(std::memory_order_relaxed);
     e.source = shm::kIterationsFromLaunches;
-    e.iterations = g_launches.iterations_before.load(std::memory_order_relaxed) +
+    e.iterations = sync_iterations + g_launches.iterations_before.load(std::memory_order_relaxed) +
                    (launches > anchor ? (launches - anchor) / p : 0);
     e.iteration_ns = g_launches.iteration_ns.load(std::memory_order_relaxed);
     e.launches_per_iteration = p;
@@ -398,7 +433,6 @@ Estimate current(uint64_t launches) {
   return e;
 }
 
-// The caller (launch_gate.cpp) zeroes g_launch_detours.
 void forget_after_fork() {
   g_syncs.mutex = PTHREAD_MUTEX_INITIALIZER;
   g_syncs.period.store(0);
@@ -408,6 +442,7 @@ void forget_after_fork() {
   g_window_open.store(false);
   g_launches.period.store(0);
   g_launches.iterations_before.store(0);
+  g_uncounted_from.store(0);
   g_window_closed_ns = 0;
 }
 

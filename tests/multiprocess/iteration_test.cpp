@@ -109,3 +109,20 @@ TEST_CASE("a job inside its first long step is unclassified, whether it syncs pe
     REQUIRE(job.reply(20).rfind("memtrain ok", 0) == 0);
   }
 }
+
+TEST_CASE("a loop that stops syncing is followed by its launches, and keeps its count", "[iterations]") {
+  TestGpu gpu;
+  Client job(gpu);
+  REQUIRE(job.send("init") == "init ok");
+  // A loop that syncs (long enough for the upkeep thread to see its
+  // pattern), then one that never does, with 4 ms on the host each step.
+  auto synced = words(job.send("train 300 3 300 sync 1000"));
+  REQUIRE(synced.at(1) == "ok");
+  REQUIRE(words(job.send("train 400 4 100 nosync 4000", 60)).at(1) == "ok");
+  nlohmann::json p = process_of(gpu, job.pid());
+  INFO(p.dump());
+  CHECK(p["iteration_source"] == "launches");
+  CHECK(p["iteration_launches"] == 4);
+  CHECK(p["iterations"].get<int>() <= 300 + 400);
+  CHECK(p["iterations"].get<int>() >= 300 - 3 + 400 - 4);
+}
