@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "intercept/log.h"
 #include "scheduler/launch_gate.h"
 
 namespace gshare::scheduler::iterations {
@@ -212,6 +213,8 @@ void forget_stale_sync_pattern(uint64_t launches) {
   uint64_t limit = kStaleIterations * s.launches_per_iteration;
   if (limit < kStaleMinLaunches) limit = kStaleMinLaunches;
   if (s.period > 0 && launches - s.last_launches > limit) {
+    GSHARE_LOG(LogLevel::kDebug, "iterations: sync period %d stale: %llu launches without a sync",
+               s.period.load(), (unsigned long long)(launches - s.last_launches));
     s.lost_period = 0;  // not the same loop coming back: nothing to make up
     g_uncounted_from.store(s.last_launches, std::memory_order_relaxed);
     s.period = 0;
@@ -276,6 +279,8 @@ bool analyse_window(uint32_t n) {
   g_launches.anchor_number.store(g_samples[anchor].number, std::memory_order_relaxed);
   g_launches.iteration_ns.store(g_samples[anchor].ns - g_samples[anchor - p].ns, std::memory_order_relaxed);
   g_launches.period.store(launches_per_period, std::memory_order_release);
+  GSHARE_LOG(LogLevel::kDebug, "iterations: launch period %u (%u samples) found in %u samples, %llu before",
+             launches_per_period, p, n, (unsigned long long)before);
   return true;
 }
 
@@ -293,6 +298,9 @@ bool on_sync(uint64_t launches, uint64_t process_bytes, uint64_t now_ns) {
     s.count++;
     int period = s.period.load();
     if (period > 0 && !same_gap(gap, s.gap(uint64_t(period)))) {  // the loop changed
+      GSHARE_LOG(LogLevel::kDebug, "iterations: sync period %d lost after %llu iterations (gap %llu, was %llu)",
+                 period, (unsigned long long)s.iterations, (unsigned long long)gap,
+                 (unsigned long long)s.gap(uint64_t(period)));
       s.lost_period = period;
       s.lost_at_count = s.count - 1 - uint64_t(s.phase);
       s.period = period = 0;
@@ -309,6 +317,11 @@ bool on_sync(uint64_t launches, uint64_t process_bytes, uint64_t now_ns) {
       if (period == s.lost_period && s.iterations > 0 && latest > s.lost_at_count)
         s.iterations += (latest - s.lost_at_count) / uint64_t(period);
       s.lost_period = 0;
+      GSHARE_LOG(LogLevel::kDebug,
+                 "iterations: sync period %d found at sync %llu (gap %llu, %llu bytes, boundary %d syncs ago, "
+                 "%llu iterations)",
+                 period, (unsigned long long)s.count, (unsigned long long)gap,
+                 (unsigned long long)process_bytes, since, (unsigned long long)s.iterations);
     } else {
       s.last_was_boundary = true;
     }

@@ -316,7 +316,8 @@ def iterations(args):
             return None
 
         sample.last = {}
-        [r], _, _ = run_jobs(f"iterations-{sync}", [spec], args, gshare=True, sample=sample, timeout=120)
+        [r], _, _ = run_jobs(f"iterations-{sync}", [spec], args, gshare=True, sample=sample, timeout=120,
+                             extra_env={"GSHARE_LOG": "debug"})
         rows.append({"sync": sync, "steps": len(r["losses"]), "returncode": r["returncode"],
                      "seconds": r["seconds"], "top_at_rest": sample.last})
         print("iterations", json.dumps(rows[-1]), flush=True)
