@@ -29,6 +29,7 @@ constexpr uint64_t kBoundaryBytesSlack = 2ull << 20;
 // pattern takes over.
 constexpr uint64_t kStaleIterations = 4;
 constexpr uint64_t kStaleMinLaunches = 256;
+constexpr uint64_t kProbation = 16;
 
 // Launch counts of one loop can differ by a kernel or two (an allocator's
 // occasional memset): equal within 1%.
@@ -54,9 +55,22 @@ struct SyncPattern {
   uint64_t launches_per_iteration = 0;
   bool last_was_boundary = true;
   // Where a known period was lost (a logging or evaluation step): if the
-  // same period comes back, the iterations in between are counted.
+  // same loop comes back (same period, same launches), the iterations in
+  // between are counted.
   int lost_period = 0;
   uint64_t lost_at_count = 0;
+  uint64_t lost_launches_per_iteration = 0;
+  // A pattern that ends within kProbation iterations was a burst (a model's
+  // set-up syncing after each of a few equal launches), not a loop: its
+  // iterations are taken back, and given back should the same loop return.
+  uint64_t iterations_at_found = 0;
+  uint64_t revoked = 0;
+
+  void end_pattern() {
+    uint64_t counted = iterations - iterations_at_found;
+    revoked = counted < kProbation ? counted : 0;
+    iterations -= revoked;
+  }
 
   uint64_t at(const uint64_t* ring, uint64_t back) const { return ring[(count - 1 - back) % kGapHistory]; }
   uint64_t gap(uint64_t back) const { return at(gaps, back); }
@@ -216,6 +230,7 @@ void forget_stale_sync_pattern(uint64_t launches) {
     GSHARE_LOG(LogLevel::kDebug, "iterations: sync period %d stale: %llu launches without a sync",
                s.period.load(), (unsigned long long)(launches - s.last_launches));
     s.lost_period = 0;  // not the same loop coming back: nothing to make up
+    s.end_pattern();
     g_uncounted_from.store(s.last_launches, std::memory_order_relaxed);
     s.period = 0;
     s.last_was_boundary = true;
@@ -303,6 +318,8 @@ bool on_sync(uint64_t launches, uint64_t process_bytes, uint64_t now_ns) {
                  (unsigned long long)s.gap(uint64_t(period)));
       s.lost_period = period;
       s.lost_at_count = s.count - 1 - uint64_t(s.phase);
+      s.lost_launches_per_iteration = s.launches_per_iteration;
+      s.end_pattern();
       s.period = period = 0;
     }
     if (period > 0) {
@@ -314,9 +331,14 @@ bool on_sync(uint64_t launches, uint64_t process_bytes, uint64_t now_ns) {
       s.last_was_boundary = since == 0;
       s.boundary_ns = 0;
       uint64_t latest = s.count - uint64_t(since);  // the count at the latest boundary
-      if (period == s.lost_period && s.iterations > 0 && latest > s.lost_at_count)
-        s.iterations += (latest - s.lost_at_count) / uint64_t(period);
+      uint64_t launches_now = 0;
+      for (int k = 0; k < period; ++k) launches_now += s.gap(uint64_t(since + k));
+      if (period == s.lost_period && same_gap(launches_now, s.lost_launches_per_iteration) &&
+          latest > s.lost_at_count)
+        s.iterations += s.revoked + (latest - s.lost_at_count) / uint64_t(period);
       s.lost_period = 0;
+      s.revoked = 0;
+      s.iterations_at_found = s.iterations;
       GSHARE_LOG(LogLevel::kDebug,
                  "iterations: sync period %d found at sync %llu (gap %llu, %llu bytes, boundary %d syncs ago, "
                  "%llu iterations)",

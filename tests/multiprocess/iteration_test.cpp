@@ -126,3 +126,19 @@ TEST_CASE("a loop that stops syncing is followed by its launches, and keeps its 
   CHECK(p["iterations"].get<int>() <= 300 + 400);
   CHECK(p["iterations"].get<int>() >= 300 - 3 + 400 - 4);
 }
+
+TEST_CASE("a set-up's burst of equal syncs does not count as iterations", "[iterations]") {
+  TestGpu gpu;
+  Client job(gpu);
+  REQUIRE(job.send("init") == "init ok");
+  // Ten syncs after one launch each, memory unchanged (a model's set-up),
+  // then 40 steps that sync once.
+  REQUIRE(words(job.send("train 10 1 10 sync 0")).at(1) == "ok");
+  REQUIRE(job.send("memtrain 40 64M 128M 2 3 1000", 60).rfind("memtrain ok", 0) == 0);
+  nlohmann::json p = process_of(gpu, job.pid());
+  INFO(p.dump());
+  CHECK(p["iteration_source"] == "syncs");
+  CHECK(p["iteration_launches"] == 3);
+  CHECK(p["iterations"].get<int>() <= 40);
+  CHECK(p["iterations"].get<int>() >= 40 - 4);
+}
