@@ -11,7 +11,7 @@
 //   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
-//   pid | exit |
+//   pid | release | exit |
 //   train ITERS KERNELS MICROS sync|copy|nosync GAP_MICROS   a training-like
 //       loop: each iteration launches KERNELS spin kernels, each a different
 //       function (gshare_spin_0, _1, ...), of MICROS each; then syncs the
@@ -20,7 +20,7 @@
 //       the host. Replies
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
-//       for a wall-clock time instead of a count.
+//       for a wall-clock time instead of a count, or until released.
 //   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [nosync] [firstgap] [temps] [pool]]
 //       a training loop with memory: allocates P once (persistent) and
 //       syncs SETUP_SYNCS times with nothing launched (a model's set-up
@@ -42,8 +42,13 @@
 //       kernel of MICROS and a sync, PERIOD_MS apart. Replies
 //       "probe ok MEDIAN_US MAX_US" (launch to sync return).
 // SIZE accepts K/M/G suffixes (binary). Failures print "err <code>".
+// Released: a command read from stdin that waits (trainfor, sleep) ends
+// early, with its usual reply, as soon as the next line arrives there, so
+// that a test holds a client busy exactly as long as it needs to, SECONDS
+// being only the bound. The command `release` itself replies "release ok".
 #include <cuda.h>
 #include <dlfcn.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -217,6 +222,21 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Where a release comes from: stdin while a command read from it runs
+// (main reads stdin unbuffered, so that a line waiting there shows to
+// poll), none for commands given as arguments.
+int g_release_fd = -1;
+
+// Waits up to `seconds` for a release; whether one came (or stdin ended).
+bool released(double seconds = 0) {
+  if (g_release_fd < 0) {
+    if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return false;
+  }
+  pollfd fd{g_release_fd, POLLIN, 0};
+  return poll(&fd, 1, seconds > 0 ? int(seconds * 1000) : 0) > 0;
+}
+
 // The loop behind train and trainfor. Stops after `iterations`, or at
 // `until` (steady-clock seconds). Returns the iterations run, or -1.
 long train_loop(long iterations, double until, int kernels, unsigned long long micros,
@@ -226,7 +246,8 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
   unsigned long long ns = micros * 1000ull;
   void* params[] = {&ns};
   long done = 0;
-  for (; done < iterations && seconds_now() < until; ++done) {
+  const bool releasable = until < 1e300;
+  for (; done < iterations && seconds_now() < until && !(releasable && released()); ++done) {
     for (int k = 0; k < kernels; ++k) {
       CUfunction f = spin_function(k);
       if (!f) return *error = CUDA_ERROR_NOT_FOUND, -1;
@@ -456,16 +477,17 @@ std::string run(const std::vector<std::string>& a) {
     g_named.clear();
     if (result(g_api.primary_reset(g_device))) out << "reset ok";
   } else if (cmd == "sleep") {
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(a.at(1))));
+    for (double until = seconds_now() + std::stod(a.at(1)), left; (left = until - seconds_now()) > 0;)
+      if (released(left)) break;
     out << "sleep ok";
+  } else if (cmd == "release") {
+    out << "release ok";
   } else if (cmd == "fork") {
     // Like a DataLoader worker: a child that never touches CUDA and exits
-    // normally (closing every descriptor it inherited).
+    // normally (closing every descriptor it inherited, running the
+    // preload's exit handlers); the parent has it reaped before it replies.
     pid_t child = fork();
-    if (child == 0) {
-      usleep(100000);
-      exit(0);
-    }
+    if (child == 0) exit(0);
     int status = 0;
     waitpid(child, &status, 0);
     out << "fork ok " << WEXITSTATUS(status);
@@ -508,7 +530,18 @@ int main(int argc, char** argv) {
   }
   load(mode);
   for (const std::string& c : commands) run_line(c);
-  if (from_stdin)
-    for (std::string line; std::getline(std::cin, line);) run_line(line);
+  if (from_stdin) {
+    g_release_fd = 0;
+    std::string line;
+    for (char c; read(0, &c, 1) == 1;) {
+      if (c != '\n') {
+        line += c;
+        continue;
+      }
+      run_line(line);
+      line.clear();
+    }
+    if (!line.empty()) run_line(line);
+  }
   return 0;
 }
