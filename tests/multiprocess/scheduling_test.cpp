@@ -353,6 +353,19 @@ TEST_CASE("an idle holder loses the token after GSHARE_IDLE_MS") {
 }
 
 namespace {
+// gshare's latest iteration (ms) lies within what the loop itself timed
+// for its last iterations (those the figure gshare published may be of),
+// give or take 30%: a host hiccup that stretches an iteration on a loaded
+// machine stretches it for both.
+void check_latest_iteration(Client& job, double gshare_ms) {
+  auto last = words(job.send("lastiters"));
+  REQUIRE(last.size() == 3);
+  INFO("gshare's latest iteration " << gshare_ms << " ms; the loop's last ones " << last[1] << " to "
+                                    << last[2] << " ms");
+  CHECK(gshare_ms >= 0.7 * std::stod(last[1]));
+  CHECK(gshare_ms <= 1.3 * std::stod(last[2]));
+}
+
 nlohmann::json only_process(const nlohmann::json& top) {
   REQUIRE(top["gpus"].size() == 1);
   REQUIRE(top["gpus"][0]["processes"].size() == 1);
@@ -367,7 +380,6 @@ TEST_CASE("iteration detection finds the iterations of a loop that synchronises"
   // 60 iterations: 3 kernels of 300 us, a sync, 3 ms on the host.
   auto done = words(job.send("train 60 3 300 sync 3000"));
   REQUIRE(done.size() == 4);
-  double measured_ms = std::stod(done[3]) / 60;
   // The upkeep thread publishes the figures every 250 ms.
   nlohmann::json p = await_process(gpu, job.pid(), "the loop's iterations", [](const nlohmann::json& p) {
     return p["iteration_source"] == "syncs" && p["iterations"] >= 50;
@@ -377,7 +389,7 @@ TEST_CASE("iteration detection finds the iterations of a loop that synchronises"
   CHECK(p["iteration_launches"] == 3);
   CHECK(p["iterations"].get<int>() >= 50);  // found within the first few
   CHECK(p["iterations"].get<int>() <= 60);
-  CHECK(p["iteration_ms"].get<double>() == Approx(measured_ms).epsilon(0.3));
+  check_latest_iteration(job, p["iteration_ms"].get<double>());
 }
 
 TEST_CASE("iteration detection takes a synchronous copy to the host as a sync") {
@@ -408,7 +420,6 @@ TEST_CASE("iteration detection finds the iterations of a loop that never synchro
   // 4 different kernels, no sync, 4 ms on the host: only the launch pattern shows.
   auto done = words(job.send("train 600 4 100 nosync 4000"));
   REQUIRE(done.size() == 4);
-  double measured_ms = std::stod(done[3]) / 600;
   nlohmann::json p = await_process(gpu, job.pid(), "the loop's last iteration", [](const nlohmann::json& p) {
     return p["iterations"] == 600;
   }, 5);
@@ -416,7 +427,7 @@ TEST_CASE("iteration detection finds the iterations of a loop that never synchro
   CHECK(p["iteration_source"] == "launches");
   CHECK(p["iteration_launches"] == 4);
   CHECK(p["iterations"] == 600);
-  CHECK(p["iteration_ms"].get<double>() == Approx(measured_ms).epsilon(0.3));
+  check_latest_iteration(job, p["iteration_ms"].get<double>());
 }
 
 TEST_CASE("a process that asks for another policy than the GPU's gets one warning naming both") {

@@ -11,7 +11,7 @@
 //   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
-//   pid | release | exit |
+//   pid | release | lastiters | exit |
 //   train ITERS KERNELS MICROS sync|copy|nosync GAP_MICROS   a training-like
 //       loop: each iteration launches KERNELS spin kernels, each a different
 //       function (gshare_spin_0, _1, ...), of MICROS each; then syncs the
@@ -21,6 +21,12 @@
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count, or until released.
+//   lastiters   the shortest and longest of the iterations that ended in
+//       the last half second (at least the last 10) of the last train,
+//       trainfor or memtrain loop, as the loop timed them (from one
+//       iteration's start to the next's): "lastiters MIN_MS MAX_MS", or
+//       "lastiters none". gshare publishes its latest iteration every
+//       250 ms, from one of these.
 //   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [nosync] [firstgap] [temps] [pool]]
 //       a training loop with memory: allocates P once (persistent) and
 //       syncs SETUP_SYNCS times with nothing launched (a model's set-up
@@ -58,6 +64,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -237,6 +244,22 @@ bool released(double seconds = 0) {
   return poll(&fd, 1, seconds > 0 ? int(seconds * 1000) : 0) > 0;
 }
 
+// The last loop's last iterations, as lastiters reports them.
+struct LastIterations {
+  std::deque<std::pair<double, double>> ended;  // (end, length) in seconds, the latest last
+  double began = 0;                             // the running iteration's start, or 0
+  void restart() {
+    ended.clear();
+    began = 0;
+  }
+  // An iteration starts (or the loop ends) now: the one before has ended.
+  void next(double now) {
+    if (began > 0) ended.emplace_back(now, now - began);
+    while (ended.size() > 10 && ended.front().first < now - 0.5) ended.pop_front();
+    began = now;
+  }
+} g_last_iterations;
+
 // The loop behind train and trainfor. Stops after `iterations`, or at
 // `until` (steady-clock seconds). Returns the iterations run, or -1.
 long train_loop(long iterations, double until, int kernels, unsigned long long micros,
@@ -247,7 +270,9 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
   void* params[] = {&ns};
   long done = 0;
   const bool releasable = until < 1e300;
+  g_last_iterations.restart();
   for (; done < iterations && seconds_now() < until && !(releasable && released()); ++done) {
+    g_last_iterations.next(seconds_now());
     for (int k = 0; k < kernels; ++k) {
       CUfunction f = spin_function(k);
       if (!f) return *error = CUDA_ERROR_NOT_FOUND, -1;
@@ -260,6 +285,7 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
       return -1;
     if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
   }
+  g_last_iterations.next(seconds_now());
   return done;
 }
 
@@ -419,7 +445,9 @@ std::string run(const std::vector<std::string>& a) {
         r = g_api.launch_kernel(spin_function(k), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
       return r == CUDA_SUCCESS && !no_sync ? g_api.ctx_synchronize() : r;
     };
+    g_last_iterations.restart();
     for (long i = 0; i < iterations; ++i) {
+      g_last_iterations.next(seconds_now());
       CUresult r = CUDA_SUCCESS;
       for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) {
         r = allocate_piece(&pieces[c], ephemeral / chunks);
@@ -442,6 +470,7 @@ std::string run(const std::vector<std::string>& a) {
         return out.str();
       }
     }
+    g_last_iterations.next(seconds_now());
     g_api.mem_free(weights);
     out << "memtrain ok " << iterations << " " << long((seconds_now() - start) * 1000);
   } else if (cmd == "probe") {
@@ -482,6 +511,17 @@ std::string run(const std::vector<std::string>& a) {
     out << "sleep ok";
   } else if (cmd == "release") {
     out << "release ok";
+  } else if (cmd == "lastiters") {
+    if (g_last_iterations.ended.empty()) {
+      out << "lastiters none";
+    } else {
+      double shortest = 1e300, longest = 0;
+      for (const auto& [end, length] : g_last_iterations.ended) {
+        shortest = std::min(shortest, length);
+        longest = std::max(longest, length);
+      }
+      out << "lastiters " << shortest * 1e3 << " " << longest * 1e3;
+    }
   } else if (cmd == "fork") {
     // Like a DataLoader worker: a child that never touches CUDA and exits
     // normally (closing every descriptor it inherited, running the
