@@ -16,8 +16,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
+
+#include <catch2/catch.hpp>
 
 namespace gshare::test {
 
@@ -92,8 +95,14 @@ std::atomic<int> g_counter{0};
 }  // namespace
 
 TestGpu::TestGpu(uint64_t memory_bytes) : memory_bytes_(memory_bytes) {
-  char pattern[] = "/tmp/gshare-test-XXXXXX";
-  dir_ = mkdtemp(pattern);
+  // Under $TMPDIR (or /tmp), named after the ctest entry (GSHARE_TEST_ENTRY)
+  // that made it, so that what a killed entry left behind says whose it is.
+  const char* tmp = getenv("TMPDIR");
+  const char* entry = getenv("GSHARE_TEST_ENTRY");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/gshare-test-" +
+                        (entry && *entry ? std::string(entry) + "-" : "") + "XXXXXX";
+  if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot make " + pattern);
+  dir_ = pattern;
   seed_ = "seed-" + std::to_string(getpid()) + "-" + std::to_string(g_counter++) + "-" +
           std::to_string(time(nullptr));
 }
@@ -156,6 +165,20 @@ nlohmann::json TestGpu::top_json() const {
   return nlohmann::json::parse(f.out);
 }
 
+std::string TestGpu::state() const {
+  std::string text = "gshare-top --json of " + dir_ + ":\n";
+  try {
+    text += top_json().dump(1);
+  } catch (const std::exception& e) {
+    text += e.what();
+  }
+  std::lock_guard<std::mutex> hold(clients_mutex_);
+  for (Client* c : clients_)
+    text += "\n-- client " + std::to_string(c->pid()) + ", last command '" + c->last_command() +
+            "', stderr:\n" + c->stderr_text();
+  return text;
+}
+
 nlohmann::json TestGpu::top_process(pid_t pid) const {
   nlohmann::json top = top_json();
   for (const nlohmann::json& gpu : top["gpus"])
@@ -214,15 +237,22 @@ std::vector<std::string> as_user(const User& user, const std::vector<std::string
   return full;
 }
 
-Client::Client(const TestGpu& gpu, const Env& extra, const std::string& load, const User* user) {
+Client::Client(const TestGpu& gpu, const Env& extra, const std::string& load, const User* user)
+    : gpu_(gpu) {
   bool linked = load == "link";
   std::vector<std::string> argv = {gpu.client(linked), "--load=" + load, "--stdin"};
   if (user) argv = as_user(*user, argv);
   pid_ = spawn(argv, gpu.environment(extra), &in_, &out_, &err_);
   fcntl(err_, F_SETFL, O_NONBLOCK);
+  std::lock_guard<std::mutex> hold(gpu_.clients_mutex_);
+  gpu_.clients_.push_back(this);
 }
 
 Client::~Client() {
+  {
+    std::lock_guard<std::mutex> hold(gpu_.clients_mutex_);
+    gpu_.clients_.erase(std::find(gpu_.clients_.begin(), gpu_.clients_.end(), this));
+  }
   if (!done_) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
@@ -243,6 +273,7 @@ std::string Client::send(const std::string& command, double timeout_s) {
 }
 
 void Client::post(const std::string& command) {
+  last_command_ = command;
   std::string line = command + "\n";
   if (write(in_, line.data(), line.size()) != ssize_t(line.size())) return;
 }
@@ -258,10 +289,28 @@ std::string Client::reply(double timeout_s) {
       return reply;
     }
     double left = deadline - now_s();
-    if (left <= 0) return "";
+    if (left <= 0) {
+      // The check on this empty reply fails; what hung shows here.
+      if (!state_shown_) {
+        state_shown_ = true;
+        std::cerr << "client " << pid_ << ": no reply to '" << last_command_ << "' within "
+                  << timeout_s << " s; " << gpu_.state() << std::endl;
+      }
+      return "";
+    }
     pollfd fd{out_, POLLIN, 0};
     if (poll(&fd, 1, int(left * 1000) + 1) > 0 && !read_some(out_, &out_buffer_)) return "";
   }
+}
+
+std::string Client::release(double timeout_s) {
+  std::string loop = last_command_;
+  post("release");
+  std::string reply_of_loop = reply(timeout_s);
+  std::string released = reply(timeout_s);
+  if (released != "release ok")
+    return "release of '" + loop + "' got '" + reply_of_loop + "' then '" + released + "'";
+  return reply_of_loop;
 }
 
 void Client::kill9() {
@@ -283,6 +332,32 @@ int Client::finish() {
 std::string Client::stderr_text() {
   drain_stderr();
   return err_buffer_;
+}
+
+bool poll_until(const std::function<bool()>& done, double timeout_s) {
+  const double deadline = now_s() + timeout_s;
+  for (;;) {
+    if (done()) return true;
+    if (now_s() >= deadline) return false;
+    usleep(20000);
+  }
+}
+
+void await(const TestGpu& gpu, const std::string& what, const std::function<bool()>& done,
+           double timeout_s) {
+  if (!poll_until(done, timeout_s))
+    FAIL("waited " << timeout_s << " s in vain for " << what << "\n" << gpu.state());
+}
+
+nlohmann::json await_process(const TestGpu& gpu, pid_t pid, const std::string& what,
+                             const std::function<bool(const nlohmann::json&)>& ready,
+                             double timeout_s) {
+  nlohmann::json seen;
+  await(gpu, what + " (pid " + std::to_string(pid) + ")", [&] {
+    seen = gpu.top_process(pid);
+    return !seen.is_null() && ready(seen);
+  }, timeout_s);
+  return seen;
 }
 
 std::vector<uint64_t> read_memory_trace(const std::string& path) {

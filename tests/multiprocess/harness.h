@@ -2,15 +2,24 @@
 //
 // Each TestGpu is a private fake GPU: its own directory for the arbiter
 // regions and the fake driver's state, and its own UUID seed, so tests run
-// in parallel without meeting. A Client is a running cuda_client driven one
-// command at a time through its stdin/stdout, as this test's user or (with
-// root, through setpriv) as another.
+// in parallel without meeting, within one ctest entry or across entries.
+// A Client is a running cuda_client driven one command at a time through
+// its stdin/stdout, as this test's user or (with root, through setpriv) as
+// another.
+//
+// Tests wait for what they need, never a fixed time: a condition polled
+// against a deadline (await, await_process), or a client's loop that runs
+// until the test releases it (Client::release). A wait that ends in vain
+// fails the test with the GPU's state: gshare-top --json and every live
+// client's last command and stderr (TestGpu::state).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,6 +51,8 @@ bool running_as_root();
 // `argv` run as `user`: setpriv with exactly that uid, gid and groups.
 std::vector<std::string> as_user(const User& user, const std::vector<std::string>& argv);
 
+class Client;
+
 class TestGpu {
  public:
   explicit TestGpu(uint64_t memory_bytes = 8 * kGiB);
@@ -66,12 +77,18 @@ class TestGpu {
   // Where the fake driver writes one line per kernel run, for a process
   // given {"FAKE_CUDA_TRACE", gpu.kernel_trace()}.
   std::string kernel_trace() const { return dir_ + "/kernels.trace"; }
+  // What a failure shows: gshare-top --json for this GPU, and each live
+  // client's pid, last command and stderr so far.
+  std::string state() const;
 
  private:
+  friend class Client;
   std::string dir_;
   std::string seed_;
   uint64_t memory_bytes_;
   std::string programs_dir_;  // the copies of open_to_all_users, or "" for the build's
+  mutable std::mutex clients_mutex_;
+  mutable std::vector<Client*> clients_;  // live, for state()
 };
 
 struct Finished {
@@ -95,13 +112,18 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Sends one command, returns its one-line reply ("" on timeout or exit).
+  // Sends one command, returns its one-line reply ("" on timeout or exit;
+  // a timeout also prints the GPU's state on stderr).
   std::string send(const std::string& command, double timeout_s = 20);
   // The same in two steps, for a command that runs while the test does
   // something else.
   void post(const std::string& command);
   std::string reply(double timeout_s = 20);
+  // Ends the loop the client runs now (trainfor, sleep), which stops at the
+  // next line on its stdin, and returns that loop's reply.
+  std::string release(double timeout_s = 20);
   pid_t pid() const { return pid_; }
+  const std::string& last_command() const { return last_command_; }
   void kill9();
   // Closes stdin and waits; returns the exit status.
   int finish();
@@ -109,12 +131,28 @@ class Client {
   std::string stderr_text();
 
  private:
+  const TestGpu& gpu_;
   pid_t pid_ = -1;
   int in_ = -1, out_ = -1, err_ = -1;
   std::string out_buffer_, err_buffer_;
+  std::string last_command_;
   bool done_ = false;
+  bool state_shown_ = false;  // one state on stderr per client, at its first timeout
   void drain_stderr();
 };
+
+// Polls `done` every 20 ms until it holds or `timeout_s` passes; whether it
+// held.
+bool poll_until(const std::function<bool()>& done, double timeout_s);
+// Waits until `done` holds; after `timeout_s` in vain the test fails
+// (REQUIRE), naming `what` and showing `gpu`'s state.
+void await(const TestGpu& gpu, const std::string& what, const std::function<bool()>& done,
+           double timeout_s = 20);
+// Polls gshare-top until `ready` holds for the process `pid`, and returns
+// that view of it; after `timeout_s` in vain the test fails as await does.
+nlohmann::json await_process(const TestGpu& gpu, pid_t pid, const std::string& what,
+                             const std::function<bool(const nlohmann::json&)>& ready,
+                             double timeout_s = 20);
 
 // The values the fake driver wrote to FAKE_CUDA_MEM_TRACE (bytes in use).
 std::vector<uint64_t> read_memory_trace(const std::string& path);

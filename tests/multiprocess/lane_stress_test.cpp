@@ -15,7 +15,6 @@
 #include <memory>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include "tests/multiprocess/harness.h"
 
@@ -118,11 +117,7 @@ void run_mix(const char* policy, uint64_t seed) {
     if (replies[size_t(i)].empty()) hung = true;
   }
   INFO("policy " << policy << ", seed " << seed << ", " << count << " jobs:\n" << describe(mix));
-  if (hung) {
-    std::string dump = gpu.top_json().dump(1);
-    for (auto& c : clients) dump += "\n-- stderr of " + std::to_string(c->pid()) + ":\n" + c->stderr_text();
-    FAIL("a job did not finish within " << allowed_s << " s; gshare-top --json:\n" << dump);
-  }
+  if (hung) FAIL("a job did not finish within " << allowed_s << " s; " << gpu.state());
   for (int i = 0; i < count; ++i) {
     INFO("job " << i << ": " << mix[size_t(i)].command() << "\n" << clients[size_t(i)]->stderr_text());
     CHECK(replies[size_t(i)].rfind("memtrain ok " + std::to_string(mix[size_t(i)].iterations), 0) == 0);
@@ -193,18 +188,15 @@ TEST_CASE("kill -9 of a job that holds its lane's space lets the job waiting for
   REQUIRE(waiter.send("init") == "init ok");
   holder.post("memtrain 100 512M 5G 10 1 300000 0 chunksync");
   // Mid-iteration: it holds ephemeral memory beyond the slack.
-  auto start = std::chrono::steady_clock::now();
-  bool holding = false;
-  while (!holding && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 20) {
-    nlohmann::json p = gpu.top_process(holder.pid());
-    holding = !p.is_null() && p["reserved_bytes"].get<uint64_t>() >= 2 * kGiB;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  REQUIRE(holding);
+  await_process(gpu, holder.pid(), "the holder to be mid-iteration", [](const nlohmann::json& p) {
+    return p["reserved_bytes"].get<uint64_t>() >= 2 * kGiB;
+  });
   waiter.post("memtrain 2 512M 5G 2 1 1000");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  nlohmann::json waiting = gpu.top_process(waiter.pid());
-  REQUIRE_FALSE(waiting.is_null());
+  nlohmann::json waiting = await_process(gpu, waiter.pid(), "the waiter to wait for the holder's lane space",
+                                         [&](const nlohmann::json& p) {
+                                           return p["admission"] == "waiting for lane" &&
+                                                  p["blocked_by_pid"] == holder.pid();
+                                         });
   CHECK(waiting["reserved_bytes"].get<uint64_t>() < 2 * kGiB);  // still waiting for its turn
   holder.kill9();
   auto killed = std::chrono::steady_clock::now();

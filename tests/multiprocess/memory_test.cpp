@@ -22,19 +22,6 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Polls gshare-top until `ready(process)` holds for `pid`; the last view of
-// it, or null on timeout.
-template <class Ready>
-json wait_for(const TestGpu& gpu, pid_t pid, Ready&& ready, double timeout_s = 20) {
-  auto start = std::chrono::steady_clock::now();
-  while (seconds_since(start) < timeout_s) {
-    json p = gpu.top_process(pid);
-    if (!p.is_null() && ready(p)) return p;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return nullptr;
-}
-
 bool within(uint64_t value, uint64_t expected, double tolerance) {
   double d = double(value) - double(expected);
   return std::abs(d) <= tolerance * double(expected);
@@ -53,13 +40,21 @@ TEST_CASE("a job that allocates P once and E each iteration is classified within
   TestGpu gpu(16 * kGiB);
   Client job(gpu);
   REQUIRE(job.send("init") == "init ok");
-  job.post("memtrain 100 1G 3G 3 1 10000");
-  json early = wait_for(gpu, job.pid(), [](const json& p) { return p["reserved_bytes"] > 1 * kGiB; });
-  REQUIRE_FALSE(early.is_null());
-  if (early["classified_iterations"] < 2) CHECK(early["memory_provisional"] == true);
-  // Whenever two iterations have been classified, the figures are final.
-  json p = wait_for(gpu, job.pid(), [](const json& p) { return p["classified_iterations"] >= 2; });
-  REQUIRE_FALSE(p.is_null());
+  // firstgap: its first iteration stands still on the host for 300 ms after
+  // each of its 3 pieces, so that the test sees it there.
+  job.post("memtrain 100 1G 3G 3 1 10000 0 firstgap");
+  json early = await_process(gpu, job.pid(), "the first iteration", [](const json& p) {
+    return p["reserved_bytes"] > 2 * kGiB;
+  });
+  // Inside its first iteration, nothing is classified: the figures are
+  // provisional.
+  INFO(early.dump());
+  CHECK(early["classified_iterations"] == 0);
+  CHECK(early["memory_provisional"] == true);
+  // Once two iterations have been classified, the figures are final.
+  json p = await_process(gpu, job.pid(), "two classified iterations", [](const json& p) {
+    return p["classified_iterations"] >= 2;
+  });
   CHECK(p["memory_provisional"] == false);
   uint64_t context = p["context_bytes"];
   CHECK(within(p["persistent_bytes"], 1 * kGiB + context, 0.05));
@@ -75,8 +70,9 @@ TEST_CASE("syncs mid-iteration that free only a small temporary do not end the i
   Client job(gpu);
   REQUIRE(job.send("init") == "init ok");
   job.post("memtrain 60 1G 3G 3 1 3000 0 chunksync temps");
-  json p = wait_for(gpu, job.pid(), [](const json& p) { return p["classified_iterations"] >= 4; }, 40);
-  REQUIRE_FALSE(p.is_null());
+  json p = await_process(gpu, job.pid(), "four classified iterations", [](const json& p) {
+    return p["classified_iterations"] >= 4;
+  }, 40);
   INFO(p.dump());
   uint64_t context = p["context_bytes"];
   CHECK(within(p["persistent_bytes"], 1 * kGiB + context, 0.05));
@@ -84,7 +80,8 @@ TEST_CASE("syncs mid-iteration that free only a small temporary do not end the i
   CHECK(words(job.reply(60)).at(1) == "ok");
 }
 
-TEST_CASE("four jobs of P 1 GiB and E 3 GiB all finish on an 8 GiB GPU, never holding more than 8 GiB") {
+TEST_CASE("four jobs of P 1 GiB and E 3 GiB all finish on an 8 GiB GPU, never holding more than 8 GiB, "
+          "where natively they run out of memory") {
   // Their peaks sum to 16 GiB: without lanes this mix does not fit.
   TestGpu gpu(8 * kGiB);
   const std::string trace = gpu.dir() + "/memory.trace";
@@ -103,9 +100,10 @@ TEST_CASE("four jobs of P 1 GiB and E 3 GiB all finish on an 8 GiB GPU, never ho
   uint64_t peak = *std::max_element(used.begin(), used.end());
   CHECK(peak <= 8 * kGiB);
   CHECK(peak >= 7 * kGiB);  // they really shared: P of all four and one E at once
-}
 
-TEST_CASE("natively, started together, the same four jobs run out of memory") {
+  // The same four without gshare, on a GPU of their own, started together:
+  // one runs out of memory. So the jobs above finished thanks to gshare, not
+  // to a lenient fake GPU.
   TestGpu native(8 * kGiB);
   std::vector<std::unique_ptr<Client>> bare;
   for (int i = 0; i < 4; ++i) bare.push_back(std::make_unique<Client>(native, Env{{"LD_PRELOAD", ""}}));
@@ -121,8 +119,9 @@ namespace {
 void start_large_job(const TestGpu& gpu, Client& large) {
   REQUIRE(large.send("init") == "init ok");
   large.post("memtrain 400 5G 1G 1 1 3000");
-  json p = wait_for(gpu, large.pid(), [](const json& p) { return p["memory_provisional"] == false; });
-  REQUIRE_FALSE(p.is_null());
+  json p = await_process(gpu, large.pid(), "the large job's classification", [](const json& p) {
+    return p["memory_provisional"] == false;
+  });
   REQUIRE(within(p["persistent_bytes"], 5 * kGiB + uint64_t(p["context_bytes"]), 0.05));
 }
 }  // namespace
@@ -135,8 +134,9 @@ TEST_CASE("a job that cannot be admitted waits, and proceeds once memory frees")
   // 5 GiB + two contexts + the newcomer's 3 GiB (counted as P: its E is
   // not known yet) + the learned E of 1 GiB > 8 GiB: not admitted.
   late.post("alloc 3G x");
-  json waiting = wait_for(gpu, late.pid(), [](const json& p) { return p["admission"] == "waiting for admission"; });
-  REQUIRE_FALSE(waiting.is_null());
+  json waiting = await_process(gpu, late.pid(), "a wait for admission", [](const json& p) {
+    return p["admission"] == "waiting for admission";
+  });
   CHECK(waiting["admission_short_bytes"].get<uint64_t>() > 1 * kGiB);
   CHECK(waiting["admission_short_bytes"].get<uint64_t>() <= 1 * kGiB + 2 * kFakeContextBytes);
   CHECK(late.stderr_text().find("waits for admission") != std::string::npos);
@@ -177,10 +177,9 @@ TEST_CASE("a job waiting for memory the driver refused gives up its turn, and go
   Client a(gpu, env), b(gpu, env);
   REQUIRE(a.send("init") == "init ok");
   a.post("memtrain 1 1G 5G 1 1 1000");
-  auto start = std::chrono::steady_clock::now();
-  while (a.stderr_text().find("waiting for it") == std::string::npos && seconds_since(start) < 10)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  REQUIRE(a.stderr_text().find("waiting for it") != std::string::npos);
+  await(gpu, "a's wait for the memory the driver refused", [&] {
+    return a.stderr_text().find("waiting for it") != std::string::npos;
+  }, 10);
   REQUIRE(b.send("init") == "init ok");
   CHECK(words(b.send("train 20 1 1000 sync 0", 10)).at(1) == "ok");
   REQUIRE(outside.send("free held") == "free ok");
@@ -193,9 +192,9 @@ TEST_CASE("kill -9 of a job frees its lane place: a waiting job is admitted with
   start_large_job(gpu, large);
   REQUIRE(late.send("init") == "init ok");
   late.post("alloc 3G x");
-  REQUIRE_FALSE(wait_for(gpu, late.pid(), [](const json& p) {
-                  return p["admission"] == "waiting for admission";
-                }).is_null());
+  await_process(gpu, late.pid(), "a wait for admission", [](const json& p) {
+    return p["admission"] == "waiting for admission";
+  });
   large.kill9();
   auto killed = std::chrono::steady_clock::now();
   CHECK(late.reply(5) == "alloc ok x");
@@ -233,9 +232,12 @@ std::vector<Finished> run_two_caching_jobs(const TestGpu& gpu, const Env& extra)
 
 // One such job alone, run to its end into `finished`, with gshare-top's
 // view of it read every 50 ms meanwhile, each view shown to `look`: the
-// first view `look` says is enough, or null if none was within 60 s.
-json watch_caching_job(const TestGpu& gpu, const std::vector<std::string>& args, const Env& extra,
+// first view `look` says is enough, or null if none was within 60 s. A job
+// given LINGER_S lingers after its loop until then (LINGER_RELEASE).
+json watch_caching_job(const TestGpu& gpu, const std::vector<std::string>& args, Env extra,
                        const std::function<bool(const json&)>& look, Finished* finished) {
+  const std::string release = gpu.dir() + "/release";
+  extra["LINGER_RELEASE"] = release;
   std::thread job([&] { *finished = run_to_end(caching_job(args), gpu.environment(extra), 120); });
   json seen;
   auto start = std::chrono::steady_clock::now();
@@ -244,6 +246,7 @@ json watch_caching_job(const TestGpu& gpu, const std::vector<std::string>& args,
     if (processes.size() == 1 && look(processes[0])) seen = processes[0];
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  { std::ofstream created(release); }
   job.join();
   return seen;
 }
@@ -280,7 +283,7 @@ TEST_CASE("a caching framework that cannot be asked is measured by emptying its 
   TestGpu gpu(16 * kGiB);
   Finished finished;
   json seen = watch_caching_job(
-      gpu, {"60", "1024", "3072", "3", "2000"}, {{"FRAMEWORK_SILENT", "1"}, {"LINGER_S", "1"}},
+      gpu, {"60", "1024", "3072", "3", "2000"}, {{"FRAMEWORK_SILENT", "1"}, {"LINGER_S", "60"}},
       [](const json& p) { return p["iterations"] >= 50; }, &finished);
   INFO(finished.err);
   CHECK(finished.out == "done 60\n");
@@ -289,7 +292,8 @@ TEST_CASE("a caching framework that cannot be asked is measured by emptying its 
   check_one_and_three_gib(seen);
 }
 
-TEST_CASE("a framework's cache is measured and given back at switches, so two caching jobs share one lane") {
+TEST_CASE("a framework's cache is measured and given back at switches, so two caching jobs share one lane "
+          "where natively the second runs out of memory") {
   TestGpu gpu(8 * kGiB);
   const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_ADMIT_TIMEOUT_S", "15"}};
   std::vector<Finished> done = run_two_caching_jobs(gpu, env);
@@ -308,16 +312,17 @@ TEST_CASE("a framework's cache is measured and given back at switches, so two ca
   }
   CHECK(other_first_start < first_last_start);
 
-  SECTION("natively the second job's allocation fails, its own cache being empty") {
-    TestGpu native(8 * kGiB);
-    std::vector<Finished> bare = run_two_caching_jobs(native, {{"LD_PRELOAD", ""}});
-    int failed = 0;
-    for (const Finished& f : bare) failed += f.out.find("error 2") != std::string::npos;
-    CHECK(failed >= 1);
-  }
+  // The same two without gshare: the second job's allocation fails, its
+  // own cache being empty. So the turns above are gshare's doing.
+  TestGpu native(8 * kGiB);
+  int failed = 0;
+  for (const Finished& f : run_two_caching_jobs(native, {{"LD_PRELOAD", ""}}))
+    failed += f.out.find("error 2") != std::string::npos;
+  CHECK(failed >= 1);
 }
 
-TEST_CASE("jobs whose stream-ordered pools keep what they free take turns with one lane's space") {
+TEST_CASE("jobs whose stream-ordered pools keep what they free take turns with one lane's space, "
+          "where natively the second pool cannot grow") {
   // P 1 GiB and E 3 GiB each, the pieces from the device's pool with a
   // release threshold of UINT64_MAX (PyTorch's cudaMallocAsync backend):
   // a pool that grows waits for its turn, and the other's pool is trimmed.
@@ -332,15 +337,15 @@ TEST_CASE("jobs whose stream-ordered pools keep what they free take turns with o
     CHECK(words(reply).at(1) == "ok");
   }
 
-  SECTION("natively the second pool cannot grow") {
-    TestGpu native(8 * kGiB);
-    Client x(native, {{"LD_PRELOAD", ""}}), y(native, {{"LD_PRELOAD", ""}});
-    for (Client* c : {&x, &y}) REQUIRE(c->send("init") == "init ok");
-    for (Client* c : {&x, &y}) c->post("memtrain 30 1G 3G 3 2 5000 0 pool");
-    int failed = 0;
-    for (Client* c : {&x, &y}) failed += c->reply(120).find("err 2") != std::string::npos;
-    CHECK(failed >= 1);
-  }
+  // The same two without gshare: the second pool cannot grow. So the
+  // turns above are gshare's doing.
+  TestGpu native(8 * kGiB);
+  Client x(native, {{"LD_PRELOAD", ""}}), y(native, {{"LD_PRELOAD", ""}});
+  for (Client* c : {&x, &y}) REQUIRE(c->send("init") == "init ok");
+  for (Client* c : {&x, &y}) c->post("memtrain 30 1G 3G 3 2 5000 0 pool");
+  int failed = 0;
+  for (Client* c : {&x, &y}) failed += c->reply(120).find("err 2") != std::string::npos;
+  CHECK(failed >= 1);
 }
 
 TEST_CASE("a framework's figures from the middle of an iteration do not raise P") {
@@ -366,7 +371,8 @@ TEST_CASE("a framework's figures from the middle of an iteration do not raise P"
   check_one_and_three_gib(seen);
 }
 
-TEST_CASE("two PyTorch-like jobs over cudaMallocAsync pools that read values back mid-iteration share one lane") {
+TEST_CASE("two PyTorch-like jobs over cudaMallocAsync pools that read values back mid-iteration share one lane, "
+          "where natively the second pool cannot grow") {
   // caching_framework_job.py with FRAMEWORK_POOL=1: the framework's cache
   // is the device's pool (release threshold UINT64_MAX), and every
   // activation chunk is read back with the chunks so far alive, so the
@@ -381,13 +387,13 @@ TEST_CASE("two PyTorch-like jobs over cudaMallocAsync pools that read values bac
     CHECK(f.out == "done 30\n");
   }
 
-  SECTION("natively the second job's pool cannot grow") {
-    TestGpu native(8 * kGiB);
-    int failed = 0;
-    for (const Finished& f : run_caching_jobs(native, 2, args, {{"FRAMEWORK_POOL", "1"}, {"LD_PRELOAD", ""}}))
-      failed += f.out.find("error 2") != std::string::npos;
-    CHECK(failed >= 1);
-  }
+  // The same two without gshare: the second job's pool cannot grow. So
+  // the turns above are gshare's doing.
+  TestGpu native(8 * kGiB);
+  int failed = 0;
+  for (const Finished& f : run_caching_jobs(native, 2, args, {{"FRAMEWORK_POOL", "1"}, {"LD_PRELOAD", ""}}))
+    failed += f.out.find("error 2") != std::string::npos;
+  CHECK(failed >= 1);
 }
 
 TEST_CASE("a caching job idle in Python gives its cache back to a job that needs the memory") {
@@ -395,31 +401,39 @@ TEST_CASE("a caching job idle in Python gives its cache back to a job that needs
   // P 1 GiB and 3 GiB of cache, and reaches no gshare hook. The second
   // needs 4 GiB of the 8: the first's cache must come back, emptied on
   // its Python main thread.
+  // The first lingers until the test releases it, after the second has
+  // finished: the second cannot have waited for it to leave.
   TestGpu gpu(8 * kGiB);
   const std::string job = std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py";
+  const std::string lingering = gpu.dir() + "/lingering", release = gpu.dir() + "/release";
   Finished first, second;
-  std::thread lingering([&] {
+  // Released and joined however the test ends.
+  struct Lingering {
+    std::string release;
+    std::thread thread;
+    void end() {
+      if (thread.joinable()) {
+        std::ofstream created(release);
+        thread.join();
+      }
+    }
+    ~Lingering() { end(); }
+  } first_job{release, std::thread([&] {
     first = run_to_end({GSHARE_TEST_PYTHON, job, "20", "1024", "3072", "3", "2000"},
-                       gpu.environment({{"LINGER_S", "20"}}), 60);
-  });
-  auto start = std::chrono::steady_clock::now();
-  bool first_done = false;
-  while (!first_done && seconds_since(start) < 20) {
-    json processes = gpu.top_json()["gpus"][0]["processes"];
-    first_done = processes.size() == 1 && processes[0]["iterations"] >= 15 &&
-                 processes[0]["reserved_bytes"] >= 4 * kGiB;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  CHECK(first_done);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // its loop has ended
-  auto second_start = std::chrono::steady_clock::now();
+                       gpu.environment({{"LINGER_S", "90"}, {"LINGER_READY", lingering}, {"LINGER_RELEASE", release}}),
+                       120);
+  })};
+  await(gpu, "the first job to end its loop and linger", [&] { return std::ifstream(lingering).good(); }, 60);
+  json idle = gpu.top_json()["gpus"][0]["processes"];
+  INFO(idle.dump());
+  REQUIRE(idle.size() == 1);
+  CHECK(idle[0]["reserved_bytes"] >= 4 * kGiB);  // its weights and its cache
   second = run_to_end({GSHARE_TEST_PYTHON, job, "20", "1024", "3072", "3", "2000"},
                       gpu.environment({{"GSHARE_ADMIT_TIMEOUT_S", "20"}}), 60);
-  double took = seconds_since(second_start);
   INFO(second.err);
   CHECK(second.out == "done 20\n");
-  CHECK(took < 12);  // well before the first job leaves
-  lingering.join();
+  first_job.end();
+  INFO(first.err);
   CHECK(first.out == "done 20\n");
 }
 
@@ -481,15 +495,12 @@ TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at
   big2.post("memtrain 400 1G 3G 3 2 2000");
   small.post("memtrain 800 64M 64M 1 2 2000");
   auto classified = [](const json& p) { return p["memory_provisional"] == false; };
-  json b1 = wait_for(gpu, big1.pid(), classified), b2 = wait_for(gpu, big2.pid(), classified);
-  json s = wait_for(gpu, small.pid(), classified);
-  REQUIRE_FALSE((b1.is_null() || b2.is_null() || s.is_null()));
+  for (Client* c : {&big1, &big2, &small}) await_process(gpu, c->pid(), "its classification", classified);
   // Lanes may re-form while figures settle; judge from when they are set.
-  json settled = wait_for(gpu, small.pid(), [&](const json& p) {
+  await_process(gpu, small.pid(), "the two lanes", [&](const json& p) {
     json a = gpu.top_process(big1.pid()), b = gpu.top_process(big2.pid());
     return !a.is_null() && !b.is_null() && a["lane"] == b["lane"] && p["lane"] != a["lane"];
   });
-  REQUIRE_FALSE(settled.is_null());
   uint64_t from = monotonic_ns();
   for (Client* c : {&big1, &big2, &small}) CHECK(words(c->reply(120)).at(1) == "ok");
   auto all = read_kernel_trace(gpu.kernel_trace());

@@ -6,8 +6,6 @@
 
 #include <unistd.h>
 
-#include <thread>
-
 #include "tests/multiprocess/harness.h"
 
 using namespace gshare::test;
@@ -66,6 +64,19 @@ std::vector<double> slice_lengths_ms(const std::vector<KernelRun>& all) {
     first = i;
   }
   return slices;
+}
+
+// Waits until the process has launched a kernel: it holds, or held, the
+// token.
+void await_launched(const TestGpu& gpu, const Client& c) {
+  await_process(gpu, c.pid(), "a launch", [](const nlohmann::json& p) { return p["launches"] > 0; });
+}
+// Waits until the process has asked for the token: it waits for it, or has
+// had it already.
+void await_arrived(const TestGpu& gpu, const Client& c) {
+  await_process(gpu, c.pid(), "a wait for the token", [](const nlohmann::json& p) {
+    return p["job_state"] == "waiting" || p["launches"] > 0;
+  });
 }
 
 double median(std::vector<double> v) {
@@ -187,7 +198,7 @@ TEST_CASE("under priority, a high-priority launch waits at most about one low-pr
   REQUIRE(high.send("init") == "init ok");
   // Low: 20 ms kernels, two per iteration. High: a 1 ms request every 100 ms.
   low.post("trainfor 3 2 20000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  await_launched(gpu, low);
   auto probe = words(high.send("probe 20 1000 100", 30));
   REQUIRE(probe.size() == 4);
   CHECK(probe[1] == "ok");
@@ -211,10 +222,11 @@ TEST_CASE("fifo runs the first job until it is done, then the next arrival") {
   Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}};
   Client a(gpu, env), b(gpu, env), c(gpu, env);
   for (Client* x : {&a, &b, &c}) REQUIRE(x->send("init") == "init ok");
+  // Arrivals in order: each once the one before has asked for the token.
   a.post("train 100 2 1000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  await_launched(gpu, a);
   b.post("train 50 2 1000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  await_arrived(gpu, b);
   c.post("train 50 2 1000 sync 0");
   for (Client* x : {&a, &b, &c}) CHECK(words(x->reply(30)).at(1) == "ok");
   auto all = read_kernel_trace(gpu.kernel_trace());
@@ -237,12 +249,12 @@ TEST_CASE("srtf runs the job with the least remaining time first; a shorter arri
   Client longer(gpu, long_env), unknown(gpu, unknown_env), mid(gpu, mid_env), shorter(gpu, short_env);
   for (Client* x : {&longer, &unknown, &mid, &shorter}) REQUIRE(x->send("init") == "init ok");
   longer.post("trainfor 3 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  await_launched(gpu, longer);
   // While the long job runs: a job with no estimate and a 2 s one arrive,
   // then, while the 2 s job runs, a 0.5 s one.
   unknown.post("train 40 1 2000 sync 0");
   mid.post("train 200 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  await_launched(gpu, mid);
   uint64_t short_posted_ns = monotonic_ns();
   shorter.post("train 40 1 2000 sync 0");
   for (Client* x : {&longer, &unknown, &mid, &shorter}) CHECK(words(x->reply(30)).at(1) == "ok");
@@ -283,9 +295,9 @@ TEST_CASE("kill -9 of the token holder passes the token on within a second") {
   REQUIRE(holder.send("init") == "init ok");
   REQUIRE(waiter.send("init") == "init ok");
   holder.post("trainfor 20 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  await_launched(gpu, holder);
   waiter.post("train 20 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  await_arrived(gpu, waiter);
   uint64_t killed_ns = monotonic_ns();
   holder.kill9();
   CHECK(words(waiter.reply(10)).at(1) == "ok");
@@ -300,18 +312,20 @@ TEST_CASE("kill -9 of a waiter changes nothing for the others") {
   Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}};
   Client first(gpu, env), victim(gpu, env), last(gpu, env);
   for (Client* x : {&first, &victim, &last}) REQUIRE(x->send("init") == "init ok");
-  first.post("train 200 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The first job runs until released, so that the others are sure to be
+  // waiting behind it.
+  first.post("trainfor 60 1 2000 sync 0");
+  await_launched(gpu, first);
   victim.post("train 50 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  await_arrived(gpu, victim);
   last.post("train 50 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  await_arrived(gpu, last);
   victim.kill9();
-  CHECK(words(first.reply(20)).at(1) == "ok");
+  CHECK(words(first.release()).at(1) == "ok");
   CHECK(words(last.reply(20)).at(1) == "ok");
   auto all = read_kernel_trace(gpu.kernel_trace());
   auto kf = kernels_of(all, first.pid()), kl = kernels_of(all, last.pid());
-  REQUIRE(kf.size() == 200);
+  REQUIRE_FALSE(kf.empty());
   REQUIRE(kl.size() == 50);
   CHECK(kernels_of(all, victim.pid()).empty());
   CHECK(last_end(kf) <= kl.front().start_ns);
@@ -339,6 +353,19 @@ TEST_CASE("an idle holder loses the token after GSHARE_IDLE_MS") {
 }
 
 namespace {
+// gshare's latest iteration (ms) lies within what the loop itself timed
+// for its last iterations (those the figure gshare published may be of),
+// give or take 30%: a host hiccup that stretches an iteration on a loaded
+// machine stretches it for both.
+void check_latest_iteration(Client& job, double gshare_ms) {
+  auto last = words(job.send("lastiters"));
+  REQUIRE(last.size() == 3);
+  INFO("gshare's latest iteration " << gshare_ms << " ms; the loop's last ones " << last[1] << " to "
+                                    << last[2] << " ms");
+  CHECK(gshare_ms >= 0.7 * std::stod(last[1]));
+  CHECK(gshare_ms <= 1.3 * std::stod(last[2]));
+}
+
 nlohmann::json only_process(const nlohmann::json& top) {
   REQUIRE(top["gpus"].size() == 1);
   REQUIRE(top["gpus"][0]["processes"].size() == 1);
@@ -353,14 +380,16 @@ TEST_CASE("iteration detection finds the iterations of a loop that synchronises"
   // 60 iterations: 3 kernels of 300 us, a sync, 3 ms on the host.
   auto done = words(job.send("train 60 3 300 sync 3000"));
   REQUIRE(done.size() == 4);
-  double measured_ms = std::stod(done[3]) / 60;
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the upkeep thread publishes
-  nlohmann::json p = only_process(gpu.top_json());
+  // The upkeep thread publishes the figures every 250 ms.
+  nlohmann::json p = await_process(gpu, job.pid(), "the loop's iterations", [](const nlohmann::json& p) {
+    return p["iteration_source"] == "syncs" && p["iterations"] >= 50;
+  }, 5);
+  CHECK(only_process(gpu.top_json())["pid"] == job.pid());
   CHECK(p["iteration_source"] == "syncs");
   CHECK(p["iteration_launches"] == 3);
   CHECK(p["iterations"].get<int>() >= 50);  // found within the first few
   CHECK(p["iterations"].get<int>() <= 60);
-  CHECK(p["iteration_ms"].get<double>() == Approx(measured_ms).epsilon(0.3));
+  check_latest_iteration(job, p["iteration_ms"].get<double>());
 }
 
 TEST_CASE("iteration detection takes a synchronous copy to the host as a sync") {
@@ -372,8 +401,10 @@ TEST_CASE("iteration detection takes a synchronous copy to the host as a sync") 
     // The loss read back with cuMemcpyDtoH, no explicit sync.
     auto done = words(job.send("train 40 3 300 copy 2000"));
     REQUIRE(done.size() == 4);
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    nlohmann::json p = only_process(gpu.top_json());
+    nlohmann::json p = await_process(gpu, job.pid(), "the loop's iterations", [](const nlohmann::json& p) {
+      return p["iteration_source"] == "syncs" && p["iterations"] >= 30;
+    }, 5);
+    CHECK(only_process(gpu.top_json())["pid"] == job.pid());
     CHECK(p["iteration_source"] == "syncs");
     CHECK(p["iteration_launches"] == 3);
     CHECK(p["iterations"].get<int>() >= 30);
@@ -389,13 +420,14 @@ TEST_CASE("iteration detection finds the iterations of a loop that never synchro
   // 4 different kernels, no sync, 4 ms on the host: only the launch pattern shows.
   auto done = words(job.send("train 600 4 100 nosync 4000"));
   REQUIRE(done.size() == 4);
-  double measured_ms = std::stod(done[3]) / 600;
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  nlohmann::json p = only_process(gpu.top_json());
+  nlohmann::json p = await_process(gpu, job.pid(), "the loop's last iteration", [](const nlohmann::json& p) {
+    return p["iterations"] == 600;
+  }, 5);
+  CHECK(only_process(gpu.top_json())["pid"] == job.pid());
   CHECK(p["iteration_source"] == "launches");
   CHECK(p["iteration_launches"] == 4);
   CHECK(p["iterations"] == 600);
-  CHECK(p["iteration_ms"].get<double>() == Approx(measured_ms).epsilon(0.3));
+  check_latest_iteration(job, p["iteration_ms"].get<double>());
 }
 
 TEST_CASE("a process that asks for another policy than the GPU's gets one warning naming both") {
@@ -427,7 +459,9 @@ TEST_CASE("srtf ranks a job by GSHARE_EXPECTED_ITERS times its measured iteratio
   REQUIRE(longer.send("init") == "init ok");
   REQUIRE(shorter.send("init") == "init ok");
   longer.post("trainfor 3 1 2000 sync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // measured by now
+  await_process(gpu, longer.pid(), "the long job's iteration time", [](const nlohmann::json& p) {
+    return !p["iteration_ms"].is_null();
+  });
   shorter.post("train 150 1 2000 sync 0");
   CHECK(words(shorter.reply(20)).at(1) == "ok");
   CHECK(words(longer.reply(20)).at(1) == "ok");
@@ -453,8 +487,8 @@ TEST_CASE("a holder that never syncs cannot starve the others: every wait ends w
   Client holder(gpu, env), launcher(gpu, env), newcomer(gpu, env);
   for (Client* c : {&holder, &launcher, &newcomer}) REQUIRE(c->send("init") == "init ok");
   REQUIRE(holder.send("alloc 1G") == "alloc ok a0");
-  holder.post("trainfor 12 1 2000 nosync 0");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  holder.post("trainfor 60 1 2000 nosync 0");  // until released
+  await_launched(gpu, holder);
   auto start = std::chrono::steady_clock::now();
   launcher.post("train 20 1 1000 sync 0");
   std::string allocated = newcomer.send("alloc 512M", 10);
@@ -465,6 +499,6 @@ TEST_CASE("a holder that never syncs cannot starve the others: every wait ends w
   std::string trained = launcher.reply(8);
   double trained_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(trained.rfind("train ok 20", 0) == 0);
-  CHECK(trained_s < 8);  // well before the holder's 12 s end
-  CHECK(holder.reply(20).rfind("train ok", 0) == 0);
+  CHECK(trained_s < 8);
+  CHECK(holder.release().rfind("train ok", 0) == 0);  // it ran throughout
 }

@@ -3,9 +3,6 @@
 // birth, and only from it.
 #include <catch2/catch.hpp>
 
-#include <chrono>
-#include <thread>
-
 #include "tests/multiprocess/harness.h"
 
 using namespace gshare::test;
@@ -21,14 +18,9 @@ TEST_CASE("an allocation from a site whose allocations turned out persistent is 
   // Alive at the second boundary after its birth: persistent, and so is
   // its site. (A loop of one launch and a sync: its iterations are found.)
   REQUIRE(words(job.send("train 20 1 100 sync 0")).at(1) == "ok");
-  json p;
-  for (auto start = std::chrono::steady_clock::now();
-       std::chrono::steady_clock::now() - start < std::chrono::seconds(20);
-       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
-    p = gpu.top_process(job.pid());
-    if (!p.is_null() && p["persistent_bytes"] >= p["context_bytes"].get<uint64_t>() + 256 * kMiB) break;
-  }
-  REQUIRE_FALSE(p.is_null());
+  json p = await_process(gpu, job.pid(), "the weights to be persistent", [](const json& p) {
+    return p["persistent_bytes"] >= p["context_bytes"].get<uint64_t>() + 256 * kMiB;
+  });
   const uint64_t context = p["context_bytes"];
   REQUIRE(p["persistent_bytes"] == context + 256 * kMiB);
   // Sites say "persistent" only once the process has freed something (a

@@ -1,6 +1,8 @@
 // gshare-top reads the regions of live processes and drops dead ones.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "tests/multiprocess/harness.h"
 
 using namespace gshare::test;
@@ -66,10 +68,29 @@ TEST_CASE("gshare-top with no region says there are no gshare processes") {
 
 TEST_CASE("preloading gshare into a program without CUDA costs nothing and prints nothing") {
   TestGpu gpu;
-  for (const char* program : {"/bin/true", "/bin/ls"}) {
-    Finished f = run_to_end({program, gpu.dir()}, gpu.environment());
-    CHECK(f.status == 0);
-    CHECK(f.err.empty());
+  // The program does exactly what it does without the preload, and gshare
+  // says nothing.
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{"/bin/true"}, {"/bin/ls", "-a", "/", gpu.dir()}}) {
+    INFO(argv.back());
+    Finished with = run_to_end(argv, gpu.environment());
+    Finished without = run_to_end(argv, gpu.environment({}, false));
+    CHECK(with.status == 0);
+    CHECK(with.status == without.status);
+    CHECK(with.out == without.out);
+    CHECK(with.err.empty());
   }
-  CHECK(gpu.top_json()["gpus"].empty());  // no region was created
+  // Nor does gshare do anything in it: no driver loaded, no thread started,
+  // as the program sees itself.
+  Finished self = run_to_end({"/bin/cat", "/proc/self/maps", "/proc/self/status"}, gpu.environment());
+  INFO(self.out);
+  REQUIRE(self.status == 0);
+  CHECK(self.out.find("libgshare") != std::string::npos);  // preloaded
+  CHECK(self.out.find("libcuda") == std::string::npos);
+  CHECK(self.out.find("libnvidia-ml") == std::string::npos);
+  CHECK(self.out.find("\nThreads:\t1\n") != std::string::npos);
+  CHECK(self.err.empty());
+  // Nothing was created where the regions live.
+  CHECK(std::filesystem::is_empty(gpu.dir()));
+  CHECK(gpu.top_json()["gpus"].empty());
 }

@@ -13,8 +13,10 @@ Prints "done ITERATIONS" or "error CODE at I", and exits 0 or 1. With
 `chunksync` it also syncs after each activation chunk, with the chunks so
 far alive, as a loop that reads a value back mid-iteration does. With EMPTY_CACHE_MS set, empty_cache()
 takes that much longer, as PyTorch's does with the syncs of its frees. With
-LINGER_S set, it stays that long after "done", busy in Python (as a job
-evaluating on the CPU), its weights and cache kept. With FIRST_STEP_PAUSE_S
+LINGER_S set, it stays up to that long after "done", busy in Python (as a
+job evaluating on the CPU), its weights and cache kept: with LINGER_READY
+set it creates that file once it lingers, and with LINGER_RELEASE set it
+stops lingering as soon as that file exists (the test's release). With FIRST_STEP_PAUSE_S
 set, the first iteration pauses that long in Python after its last chunk,
 all its memory alive (a slow first forward pass). With FRAMEWORK_POOL=1
 it is PyTorch's cudaMallocAsync backend instead: blocks come from the
@@ -194,7 +196,10 @@ def main():
         check(cuda.cuCtxSynchronize(), "sync")  # the loss.item() of the loop
     print(f"done {iterations}", flush=True)
     linger_until = time.monotonic() + float(os.environ.get("LINGER_S", "0"))
-    while time.monotonic() < linger_until:
+    ready, release = os.environ.get("LINGER_READY"), os.environ.get("LINGER_RELEASE")
+    if ready and time.monotonic() < linger_until:
+        open(ready, "w").close()
+    while time.monotonic() < linger_until and not (release and os.path.exists(release)):
         time.sleep(0.01)
     return 0
 

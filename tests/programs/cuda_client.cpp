@@ -11,7 +11,7 @@
 //   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
-//   pid | exit |
+//   pid | release | lastiters | exit |
 //   train ITERS KERNELS MICROS sync|copy|nosync GAP_MICROS   a training-like
 //       loop: each iteration launches KERNELS spin kernels, each a different
 //       function (gshare_spin_0, _1, ...), of MICROS each; then syncs the
@@ -20,7 +20,13 @@
 //       the host. Replies
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
-//       for a wall-clock time instead of a count.
+//       for a wall-clock time instead of a count, or until released.
+//   lastiters   the shortest and longest of the iterations that ended in
+//       the last half second (at least the last 10) of the last train,
+//       trainfor or memtrain loop, as the loop timed them (from one
+//       iteration's start to the next's): "lastiters MIN_MS MAX_MS", or
+//       "lastiters none". gshare publishes its latest iteration every
+//       250 ms, from one of these.
 //   memtrain ITERS P E CHUNKS KERNELS MICROS [SETUP_SYNCS [chunksync] [nosync] [firstgap] [temps] [pool]]
 //       a training loop with memory: allocates P once (persistent) and
 //       syncs SETUP_SYNCS times with nothing launched (a model's set-up
@@ -42,8 +48,13 @@
 //       kernel of MICROS and a sync, PERIOD_MS apart. Replies
 //       "probe ok MEDIAN_US MAX_US" (launch to sync return).
 // SIZE accepts K/M/G suffixes (binary). Failures print "err <code>".
+// Released: a command read from stdin that waits (trainfor, sleep) ends
+// early, with its usual reply, as soon as the next line arrives there, so
+// that a test holds a client busy exactly as long as it needs to, SECONDS
+// being only the bound. The command `release` itself replies "release ok".
 #include <cuda.h>
 #include <dlfcn.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +64,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -217,6 +229,37 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Where a release comes from: stdin while a command read from it runs
+// (main reads stdin unbuffered, so that a line waiting there shows to
+// poll), none for commands given as arguments.
+int g_release_fd = -1;
+
+// Waits up to `seconds` for a release; whether one came (or stdin ended).
+bool released(double seconds = 0) {
+  if (g_release_fd < 0) {
+    if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return false;
+  }
+  pollfd fd{g_release_fd, POLLIN, 0};
+  return poll(&fd, 1, seconds > 0 ? int(seconds * 1000) : 0) > 0;
+}
+
+// The last loop's last iterations, as lastiters reports them.
+struct LastIterations {
+  std::deque<std::pair<double, double>> ended;  // (end, length) in seconds, the latest last
+  double began = 0;                             // the running iteration's start, or 0
+  void restart() {
+    ended.clear();
+    began = 0;
+  }
+  // An iteration starts (or the loop ends) now: the one before has ended.
+  void next(double now) {
+    if (began > 0) ended.emplace_back(now, now - began);
+    while (ended.size() > 10 && ended.front().first < now - 0.5) ended.pop_front();
+    began = now;
+  }
+} g_last_iterations;
+
 // The loop behind train and trainfor. Stops after `iterations`, or at
 // `until` (steady-clock seconds). Returns the iterations run, or -1.
 long train_loop(long iterations, double until, int kernels, unsigned long long micros,
@@ -226,7 +269,10 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
   unsigned long long ns = micros * 1000ull;
   void* params[] = {&ns};
   long done = 0;
-  for (; done < iterations && seconds_now() < until; ++done) {
+  const bool releasable = until < 1e300;
+  g_last_iterations.restart();
+  for (; done < iterations && seconds_now() < until && !(releasable && released()); ++done) {
+    g_last_iterations.next(seconds_now());
     for (int k = 0; k < kernels; ++k) {
       CUfunction f = spin_function(k);
       if (!f) return *error = CUDA_ERROR_NOT_FOUND, -1;
@@ -239,6 +285,7 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
       return -1;
     if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
   }
+  g_last_iterations.next(seconds_now());
   return done;
 }
 
@@ -398,7 +445,9 @@ std::string run(const std::vector<std::string>& a) {
         r = g_api.launch_kernel(spin_function(k), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
       return r == CUDA_SUCCESS && !no_sync ? g_api.ctx_synchronize() : r;
     };
+    g_last_iterations.restart();
     for (long i = 0; i < iterations; ++i) {
+      g_last_iterations.next(seconds_now());
       CUresult r = CUDA_SUCCESS;
       for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) {
         r = allocate_piece(&pieces[c], ephemeral / chunks);
@@ -421,6 +470,7 @@ std::string run(const std::vector<std::string>& a) {
         return out.str();
       }
     }
+    g_last_iterations.next(seconds_now());
     g_api.mem_free(weights);
     out << "memtrain ok " << iterations << " " << long((seconds_now() - start) * 1000);
   } else if (cmd == "probe") {
@@ -456,16 +506,28 @@ std::string run(const std::vector<std::string>& a) {
     g_named.clear();
     if (result(g_api.primary_reset(g_device))) out << "reset ok";
   } else if (cmd == "sleep") {
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(a.at(1))));
+    for (double until = seconds_now() + std::stod(a.at(1)), left; (left = until - seconds_now()) > 0;)
+      if (released(left)) break;
     out << "sleep ok";
+  } else if (cmd == "release") {
+    out << "release ok";
+  } else if (cmd == "lastiters") {
+    if (g_last_iterations.ended.empty()) {
+      out << "lastiters none";
+    } else {
+      double shortest = 1e300, longest = 0;
+      for (const auto& [end, length] : g_last_iterations.ended) {
+        shortest = std::min(shortest, length);
+        longest = std::max(longest, length);
+      }
+      out << "lastiters " << shortest * 1e3 << " " << longest * 1e3;
+    }
   } else if (cmd == "fork") {
     // Like a DataLoader worker: a child that never touches CUDA and exits
-    // normally (closing every descriptor it inherited).
+    // normally (closing every descriptor it inherited, running the
+    // preload's exit handlers); the parent has it reaped before it replies.
     pid_t child = fork();
-    if (child == 0) {
-      usleep(100000);
-      exit(0);
-    }
+    if (child == 0) exit(0);
     int status = 0;
     waitpid(child, &status, 0);
     out << "fork ok " << WEXITSTATUS(status);
@@ -508,7 +570,18 @@ int main(int argc, char** argv) {
   }
   load(mode);
   for (const std::string& c : commands) run_line(c);
-  if (from_stdin)
-    for (std::string line; std::getline(std::cin, line);) run_line(line);
+  if (from_stdin) {
+    g_release_fd = 0;
+    std::string line;
+    for (char c; read(0, &c, 1) == 1;) {
+      if (c != '\n') {
+        line += c;
+        continue;
+      }
+      run_line(line);
+      line.clear();
+    }
+    if (!line.empty()) run_line(line);
+  }
   return 0;
 }
