@@ -52,4 +52,4 @@ sleep 2.5
 echo "== gshare-top --once"
 "$ROOT/build/tools/gshare-top" --once
 wait $a $b
-echo "== done. Watch live with: build/tools/gshare-top    (tests: ctest --test-dir build --output-on-failure)"
+echo "== done. Watch live with: build/tools/gshare-top    (tests: ctest --test-dir build --output-on-failure -j8)"
