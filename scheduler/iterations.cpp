@@ -17,12 +17,12 @@ namespace {
 constexpr int kMaxSyncPeriod = 32;
 constexpr int kGapHistory = 4 * kMaxSyncPeriod;
 // Memory at two iteration boundaries differs by at most this: a step's
-// activations are gone at its end. A sync mid-step, after pieces have been
-// allocated, holds more (in its first step, or in any step of a program
-// that allocates without a cache).
-// PyTorch's cache holds exactly as much at every step's end; 2 MiB lets a
-// small-block segment come or go, while a model's set-up, allocating a
-// layer's weights (a few MiB) between syncs, does not pass for steps.
+// activations are gone at its end, while a sync mid-step, after pieces were
+// allocated, holds more (in a first step, or in any step of a program that
+// allocates without a cache). PyTorch's cache holds exactly as much at every
+// step's end; 2 MiB lets a small-block segment come or go, while a model's
+// set-up, allocating a layer's weights (a few MiB) between syncs, does not
+// pass for steps.
 constexpr uint64_t kBoundaryBytesSlack = 2ull << 20;
 // A sync pattern is stale once this many iterations' launches pass without
 // a sync (a set-up that synced, then a loop that never does): the launch
@@ -187,6 +187,10 @@ void record(const void* symbol, uint64_t number, uint64_t now_ns) {
   if (i < kWindowSamples) g_samples[i] = {symbol, number, now_ns};
 }
 
+// How many of the window's n latest samples must repeat with period p:
+// two periods, and half the window.
+uint32_t repeating_stretch(uint32_t n, uint32_t p) { return 2 * p > (n + 1) / 2 ? 2 * p : (n + 1) / 2; }
+
 // The samples in [start, n) repeat with period p, allowing one mismatch
 // in kMismatchesPer.
 bool repeats(const Sample* s, uint32_t n, uint32_t p, uint32_t start) {
@@ -215,7 +219,7 @@ bool balanced(const Sample* s, uint32_t n, uint32_t p) {
 // window's first half.
 uint32_t find_period(const Sample* s, uint32_t n) {
   for (uint32_t p = kMinPeriod; 2 * p <= n; ++p) {
-    uint32_t covered = 2 * p > (n + 1) / 2 ? 2 * p : (n + 1) / 2;
+    uint32_t covered = repeating_stretch(n, p);
     if (repeats(s, n, p, n - covered) && balanced(s, n, p)) return p;
   }
   return 0;
@@ -280,7 +284,7 @@ bool analyse_window(uint32_t n) {
   } else {
     // The first sample compared with one a period before it, moved back
     // while the two still agree: the stretch starts a period earlier.
-    uint32_t from = n + p - (2 * p > (n + 1) / 2 ? 2 * p : (n + 1) / 2);
+    uint32_t from = n + p - repeating_stretch(n, p);
     while (from > p && g_samples[from - 1].symbol == g_samples[from - 1 - p].symbol) --from;
     before = g_launches.iterations_before.load(std::memory_order_relaxed) + (anchor - (from - p)) / p;
     // A loop that repeats from the window's first sample ran before it too,
