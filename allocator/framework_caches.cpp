@@ -7,26 +7,20 @@ namespace gshare::allocator {
 
 namespace {
 
-// Defines the module `_gshare_caches`, with empty(): only frameworks
-// already imported, each call guarded, so nothing is imported and no
-// exception escapes to the program.
-constexpr const char* kDefineCaches =
-    "def _gshare_define_caches():\n"
-    "    import sys, types\n"
-    "    def empty():\n"
-    "        t = sys.modules.get('torch')\n"
-    "        try:\n"
-    "            if t is not None and t.cuda.is_initialized(): t.cuda.empty_cache()\n"
-    "        except Exception: pass\n"
-    "        c = sys.modules.get('cupy')\n"
-    "        try:\n"
-    "            if c is not None: c.get_default_memory_pool().free_all_blocks()\n"
-    "        except Exception: pass\n"
-    "    m = types.ModuleType('_gshare_caches')\n"
-    "    m.empty = empty\n"
-    "    sys.modules['_gshare_caches'] = m\n"
-    "_gshare_define_caches()\n"
-    "del _gshare_define_caches\n";
+// The module `_gshare_caches`, with empty(): only frameworks already
+// imported, each call guarded, so nothing is imported and no exception
+// escapes to the program.
+constexpr const char* kCachesModule =
+    "import sys\n"
+    "def empty():\n"
+    "    t = sys.modules.get('torch')\n"
+    "    try:\n"
+    "        if t is not None and t.cuda.is_initialized(): t.cuda.empty_cache()\n"
+    "    except Exception: pass\n"
+    "    c = sys.modules.get('cupy')\n"
+    "    try:\n"
+    "        if c is not None: c.get_default_memory_pool().free_all_blocks()\n"
+    "    except Exception: pass\n";
 
 void* g_empty_function = nullptr;  // a new reference, kept; under the GIL
 
@@ -49,7 +43,7 @@ bool empty_framework_caches() {
   int gil = py.gil_ensure();
   void *type = nullptr, *value = nullptr, *traceback = nullptr;
   py.err_fetch(&type, &value, &traceback);  // keep whatever error is pending
-  if (!g_empty_function) g_empty_function = python_function(py, kDefineCaches, "_gshare_caches", "empty");
+  if (!g_empty_function) g_empty_function = python_function(py, kCachesModule, "_gshare_caches", "empty");
   void* result = nullptr;
   if (g_empty_function) {
     OutsideGshare outside;

@@ -13,48 +13,42 @@ namespace gshare::allocator {
 
 namespace {
 
-// Defines the module `_gshare_counts`, with counts(ordinals) -> bytes: one
+// The module `_gshare_counts`, with counts(ordinals) -> bytes: one
 // little-endian (int64 ordinal, uint64 allocated, uint64 reserved) per
 // framework and device. Each framework guarded: nothing escapes.
-constexpr const char* kDefineCounts =
-    "def _gshare_define_counts():\n"
-    "    import sys, types, struct\n"
-    "    def counts(listed):\n"
-    "        ordinals = [int(d) for d in listed.split(',')]\n"
-    "        out = []\n"
-    "        t = sys.modules.get('torch')\n"
-    "        try:\n"
-    "            if t is not None and t.cuda.is_initialized():\n"
-    "                stats = getattr(getattr(t, '_C', None), '_cuda_memoryStats', None)\n"
-    "                for d in ordinals:\n"
-    "                    if stats is not None:\n"
-    "                        s = stats(d)\n"
-    "                        out.append((d, s['allocated_bytes']['all']['current'],\n"
-    "                                    s['reserved_bytes']['all']['current']))\n"
-    "                    else:\n"
-    "                        out.append((d, t.cuda.memory_allocated(d), t.cuda.memory_reserved(d)))\n"
-    "        except Exception: pass\n"
-    "        c = sys.modules.get('cupy')\n"
-    "        try:\n"
-    "            if c is not None:\n"
-    "                pool = c.get_default_memory_pool()\n"
-    "                out.append((c.cuda.runtime.getDevice(), pool.used_bytes(), pool.total_bytes()))\n"
-    "        except Exception: pass\n"
-    "        xb = sys.modules.get('jax._src.xla_bridge')\n"
-    "        try:\n"
-    "            if xb is not None and getattr(xb, '_backends', None):\n"
-    "                for dev in sys.modules['jax'].local_devices():\n"
-    "                    s = dev.memory_stats() if dev.platform == 'gpu' else None\n"
-    "                    if s and 'bytes_in_use' in s:\n"
-    "                        out.append((dev.local_hardware_id, s['bytes_in_use'],\n"
-    "                                    s.get('pool_bytes', s['bytes_in_use'])))\n"
-    "        except Exception: pass\n"
-    "        return b''.join(struct.pack('<qQQ', d, a, r) for d, a, r in out)\n"
-    "    m = types.ModuleType('_gshare_counts')\n"
-    "    m.counts = counts\n"
-    "    sys.modules['_gshare_counts'] = m\n"
-    "_gshare_define_counts()\n"
-    "del _gshare_define_counts\n";
+constexpr const char* kCountsModule =
+    "import sys, struct\n"
+    "def counts(listed):\n"
+    "    ordinals = [int(d) for d in listed.split(',')]\n"
+    "    out = []\n"
+    "    t = sys.modules.get('torch')\n"
+    "    try:\n"
+    "        if t is not None and t.cuda.is_initialized():\n"
+    "            stats = getattr(getattr(t, '_C', None), '_cuda_memoryStats', None)\n"
+    "            for d in ordinals:\n"
+    "                if stats is not None:\n"
+    "                    s = stats(d)\n"
+    "                    out.append((d, s['allocated_bytes']['all']['current'],\n"
+    "                                s['reserved_bytes']['all']['current']))\n"
+    "                else:\n"
+    "                    out.append((d, t.cuda.memory_allocated(d), t.cuda.memory_reserved(d)))\n"
+    "    except Exception: pass\n"
+    "    c = sys.modules.get('cupy')\n"
+    "    try:\n"
+    "        if c is not None:\n"
+    "            pool = c.get_default_memory_pool()\n"
+    "            out.append((c.cuda.runtime.getDevice(), pool.used_bytes(), pool.total_bytes()))\n"
+    "    except Exception: pass\n"
+    "    xb = sys.modules.get('jax._src.xla_bridge')\n"
+    "    try:\n"
+    "        if xb is not None and getattr(xb, '_backends', None):\n"
+    "            for dev in sys.modules['jax'].local_devices():\n"
+    "                s = dev.memory_stats() if dev.platform == 'gpu' else None\n"
+    "                if s and 'bytes_in_use' in s:\n"
+    "                    out.append((dev.local_hardware_id, s['bytes_in_use'],\n"
+    "                                s.get('pool_bytes', s['bytes_in_use'])))\n"
+    "    except Exception: pass\n"
+    "    return b''.join(struct.pack('<qQQ', d, a, r) for d, a, r in out)\n";
 
 // The share of time the questions may take, as 1/kDutyDivisor.
 constexpr uint64_t kDutyDivisor = 100;
@@ -69,7 +63,7 @@ void* g_counts_function = nullptr;  // a new reference, kept; main thread only
 uint64_t g_answers = 0;              // main thread only
 
 void* counts_function(const PythonApi& py) {
-  if (!g_counts_function) g_counts_function = python_function(py, kDefineCounts, "_gshare_counts", "counts");
+  if (!g_counts_function) g_counts_function = python_function(py, kCountsModule, "_gshare_counts", "counts");
   return g_counts_function;
 }
 

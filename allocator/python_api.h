@@ -14,7 +14,6 @@ struct PythonApi {
   int (*is_finalizing)() = nullptr;
   int (*gil_ensure)() = nullptr;  // PyGILState_STATE, an enum
   void (*gil_release)(int) = nullptr;
-  int (*run_simple_string)(const char*) = nullptr;
   void (*err_fetch)(void**, void**, void**) = nullptr;
   void (*err_restore)(void*, void*, void*) = nullptr;
   void (*err_clear)() = nullptr;
@@ -24,6 +23,9 @@ struct PythonApi {
   void* (*call_function)(void*, const char*, ...) = nullptr;  // PyObject_CallFunction
   int (*bytes_as_string_and_size)(void*, char**, ssize_t*) = nullptr;
   void (*dec_ref)(void*) = nullptr;
+  // For run_at_python_exit only; a Python without them has no exit call.
+  void* (*c_function_new)(void*, void*, void*) = nullptr;  // PyCFunction_NewEx
+  void* (*build_value)(const char*, ...) = nullptr;        // Py_BuildValue
 };
 
 // The process's Python, or null if it has none (or lacks one of the
@@ -38,9 +40,21 @@ bool python_running();
 // Python is not running or the call could not be queued.
 bool run_on_python_main_thread(int (*work)(void*));
 
+// Has `callback` run when Python's exit begins (as a handler of Python's
+// atexit module, on the main thread, the GIL held, the interpreter still
+// whole): after the program's last line, before the interpreter's and the
+// driver's teardown, which keep a framework's cache held for about a
+// second more. Handlers the program registers later run before it. The
+// registration is queued for Python's main thread; false if Python is not
+// running or lacks a function it needs. Once per process.
+bool run_at_python_exit(void (*callback)());
+
 // Holding the GIL: the function `name` of gshare's private module
-// `module`, defined the first time by running `source`, which puts the
-// module in sys.modules (and binds no name of the program's). Null if that
+// `module`, made the first time from `source` (the module's code) and put
+// in sys.modules. The code runs in the module's own namespace: it binds no
+// name of the program's, and what it defines refers to nothing of the
+// program's (a function defined in __main__ would keep the program's
+// objects alive through its exit, their __del__ never run). Null if that
 // failed. Keep it: the reference is the caller's.
 void* python_function(const PythonApi& py, const char* source, const char* module, const char* name);
 

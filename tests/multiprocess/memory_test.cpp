@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -435,6 +436,39 @@ TEST_CASE("a caching job idle in Python gives its cache back to a job that needs
   first_job.end();
   INFO(first.err);
   CHECK(first.out == "done 20\n");
+}
+
+TEST_CASE("a caching job gives its cache and its turn back as Python's exit begins, not when its process ends") {
+  // The first job ends its loop and exits; its interpreter's teardown then
+  // takes 10 s with the cache held (as PyTorch's takes about a second),
+  // and reaches no gshare hook, nor any Python code gshare could run. The
+  // second needs 4 GiB of the 8 while the first holds 4: it must get them
+  // while the first is still tearing down, from gshare's handler at the
+  // start of Python's exit.
+  TestGpu gpu(8 * kGiB);
+  const std::string job = std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py";
+  const std::string tearing_down = gpu.dir() + "/tearing-down";
+  Finished first, second;
+  std::atomic<bool> first_ended{false};
+  std::thread first_job([&] {
+    first = run_to_end({GSHARE_TEST_PYTHON, job, "20", "1024", "3072", "3", "2000"},
+                       gpu.environment({{"EXIT_SLOW_S", "10"}, {"EXIT_SLOW_READY", tearing_down}}), 120);
+    first_ended = true;
+  });
+  struct Join {
+    std::thread& thread;
+    ~Join() { thread.join(); }
+  } join{first_job};
+  await(gpu, "the first job's teardown", [&] { return std::ifstream(tearing_down).good(); }, 60);
+  json held = gpu.top_json()["gpus"][0]["processes"];
+  INFO(held.dump());
+  REQUIRE(held.size() == 1);
+  CHECK(held[0]["reserved_bytes"] < 2 * kGiB);  // its weights (and context) only
+  second = run_to_end({GSHARE_TEST_PYTHON, job, "20", "1024", "3072", "3", "2000"},
+                      gpu.environment({{"GSHARE_ADMIT_TIMEOUT_S", "60"}}), 90);
+  CHECK_FALSE(first_ended.load());  // the second did not wait for the first to end
+  INFO(second.err);
+  CHECK(second.out == "done 20\n");
 }
 
 TEST_CASE("every switch is measured, and the GPU's figures are its jobs'") {

@@ -24,7 +24,11 @@ device's stream-ordered pool, which keeps all that is freed (release
 threshold UINT64_MAX); empty_cache() trims the pool; memory_reserved() is
 the pool's reserved size; an allocation failure is final. With
 FRAMEWORK_SILENT=1 it has no memory_allocated() or memory_reserved(): a
-cache gshare can empty but not ask.
+cache gshare can empty but not ask. With EXIT_SLOW_S set, the
+interpreter's teardown takes that much longer, its cache still held, as
+PyTorch's does (an object of the main module sleeps in __del__, once
+Python is finalising and runs none of its pending calls); with
+EXIT_SLOW_READY set it creates that file as the sleep begins.
 """
 
 import ctypes
@@ -135,6 +139,21 @@ class Pool:
         check(cuda.cuCtxSynchronize(), "sync")
         check(cuda.cuMemPoolTrimTo(self._pool(), ctypes.c_size_t(0)), "cuMemPoolTrimTo")
 
+
+class SlowTeardown:
+    """Deleted with the main module's names, while Python is finalising."""
+
+    def __init__(self, seconds, ready):
+        self.seconds, self.ready, self.sleep, self.open = seconds, ready, time.sleep, open
+
+    def __del__(self):
+        if self.ready:
+            self.open(self.ready, "w").close()
+        self.sleep(self.seconds)
+
+
+if os.environ.get("EXIT_SLOW_S"):
+    slow_teardown = SlowTeardown(float(os.environ["EXIT_SLOW_S"]), os.environ.get("EXIT_SLOW_READY"))
 
 cache = Pool() if os.environ.get("FRAMEWORK_POOL") == "1" else Cache()
 torch = types.ModuleType("torch")
