@@ -121,8 +121,20 @@ def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400
         text = open(os.path.join(raw, f"job{i}.out")).read()
         losses = [line.split()[3] for line in text.splitlines() if line.startswith("step ")]
         peak = [line.split() for line in text.splitlines() if line.startswith("done peak_reserved ")]
+        # Monotonic stamps of the job's steps (its log) and of its last
+        # line, from the common start: a process's exit (context teardown)
+        # is not its work, and varies by a quarter second.
+        log = os.path.join(raw, f"job{i}.log")
+        steps_t = []
+        if os.path.exists(log):
+            steps_t = [json.loads(line)["t"] - t0 for line in open(log) if line.strip()]
+        done_t = [float(line.split()[6]) - t0 for line in text.splitlines()
+                  if line.startswith("done ") and len(line.split()) >= 7]
         results.append({
             "returncode": p.returncode,
+            "last_step_seconds": round(steps_t[-1], 3) if steps_t else None,
+            "first_step_seconds": round(steps_t[0], 3) if steps_t else None,
+            "done_seconds": round(done_t[0], 3) if done_t else None,
             "oom": "OOM" in text or "out of memory" in open(os.path.join(raw, f"job{i}.err")).read().lower(),
             "losses": losses,
             "seconds": round(ends[i], 3),
@@ -269,7 +281,11 @@ def mixes(args):
             [r], _, _ = run_jobs(f"mix{count}-alone{i}", [spec], args, gshare=False)
             alone.append(r)
         sequential = sum(r["seconds"] for r in alone)
+        sequential_work = sum(r["last_step_seconds"] or r["seconds"] for r in alone)
         mix = {"jobs": count, "peak_share": peak, "batch": batch, "sequential_seconds": round(sequential, 3),
+               "sequential_work_seconds": round(sequential_work, 3),
+               "alone_exit_seconds": [round(r["seconds"] - (r["last_step_seconds"] or r["seconds"]), 3)
+                                      for r in alone],
                "alone_step_ms": [round(1000 * r["seconds"] / max(1, len(r["losses"])), 1) for r in alone],
                "runs": []}
         record["mixes"].append(mix)
@@ -281,6 +297,7 @@ def mixes(args):
                                               extra_env={"GSHARE_POLICY": policy},
                                               sample=top_sample(args.build), timeout=args.mix_timeout)
                 seconds = max(r["seconds"] for r in shared)
+                work = max(r["last_step_seconds"] or r["seconds"] for r in shared)
                 finished = all(r["returncode"] == 0 and len(r["losses"]) == args.steps for r in shared)
                 last = samples[-1] if samples else {}
                 iterations = {}
@@ -292,13 +309,24 @@ def mixes(args):
                     "losses_identical": all(shared[i]["losses"] == alone[i]["losses"] for i in range(count)),
                     "seconds": round(seconds, 3),
                     "throughput_vs_sequential": round(sequential / seconds, 4) if seconds else None,
+                    # The same by the jobs' last steps, process exits left out.
+                    "work_seconds": round(work, 3),
+                    "work_throughput_vs_sequential": round(sequential_work / work, 4) if work else None,
+                    "job_seconds": [[r["first_step_seconds"], r["last_step_seconds"], r["done_seconds"],
+                                     r["seconds"]] for r in shared],
                     "switches": last.get("switches"),
+                    "switch_ms_mean": round(last["switch_ns_total"] / last["switches"] / 1e6, 3)
+                    if last.get("switches") else None,
+                    "switch_ms_max": round(last["switch_ns_max"] / 1e6, 3) if last.get("switches") else None,
                     "iterations_seen_last": sorted(v for v in iterations.values() if v is not None),
                     "returncodes": [r["returncode"] for r in shared],
                     "timed_out_state": samples[-1] if not finished and samples else None,
                 })
                 print(f"mix {count} {policy} run {run}: finished {finished} "
-                      f"{mix['runs'][-1]['throughput_vs_sequential']}x", flush=True)
+                      f"{mix['runs'][-1]['throughput_vs_sequential']}x "
+                      f"work {mix['runs'][-1]['work_throughput_vs_sequential']}x "
+                      f"switches {mix['runs'][-1]['switches']} mean {mix['runs'][-1]['switch_ms_mean']} ms",
+                      flush=True)
                 with open(os.path.join(args.out, "memory-mixes.json"), "w") as f:
                     json.dump(record, f, indent=1)  # so far: a run cut short keeps what it did
     return record

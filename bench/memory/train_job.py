@@ -99,7 +99,7 @@ def main():
         print(f"step {step} loss {loss.item():.6f}", flush=True)
     time.sleep(args.linger)
     print(f"done peak_reserved {torch.cuda.max_memory_reserved()} "
-          f"peak_allocated {torch.cuda.max_memory_allocated()}", flush=True)
+          f"peak_allocated {torch.cuda.max_memory_allocated()} t {time.monotonic():.6f}", flush=True)
 
 
 if __name__ == "__main__":
