@@ -59,7 +59,8 @@ TEST_CASE("jobs killed at random moments leave nothing behind and never stop the
     // Gone from the region's view, its bytes back, within a second.
     auto killed = std::chrono::steady_clock::now();
     await(gpu, "kill " + std::to_string(k) + " of pid " + std::to_string(pid) + " to be cleaned up", [&] {
-      for (const auto& p : gpu.top_json()["gpus"][0]["processes"])
+      const nlohmann::json top = gpu.top_json();  // kept: the loop reads into it
+      for (const auto& p : top["gpus"][0]["processes"])
         if (p["pid"] == pid) return false;
       return true;
     }, 3);
