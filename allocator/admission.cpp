@@ -42,6 +42,8 @@ uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 // finds the one mid-iteration holding the token). True once it holds it;
 // false at `deadline_ns()`, asked for only when it must wait (the holder's
 // allocations read no clock here).
+void while_waiting_for_turn();
+
 template <class Deadline>
 bool take_turn(Arbiter& arbiter, MemoryClass kind, Deadline&& deadline_ns) {
   if (kind != MemoryClass::kEphemeral) return true;
@@ -49,7 +51,7 @@ bool take_turn(Arbiter& arbiter, MemoryClass kind, Deadline&& deadline_ns) {
   // yield may hand over: its last iteration's memory is free.
   if (scheduler::holds_token(arbiter)) scheduler::end_slice_between_iterations(arbiter);
   if (scheduler::holds_token(arbiter)) return true;
-  return scheduler::wait_for_token(arbiter, answer_release_requests, deadline_ns());
+  return scheduler::wait_for_token(arbiter, while_waiting_for_turn, deadline_ns());
 }
 
 bool must_wait(ReserveStatus status) {
@@ -94,19 +96,47 @@ struct Requests {
   bool any = false;
 };
 
-// Asks every live job that is not running and holds ephemeral memory.
+// Asks every live job that holds ephemeral memory and is neither running
+// nor inside a host sync. A job in a sync is mid-iteration, or about to
+// end one: its cache is what its next steps reuse, and it answers at the
+// sync's end anyway, where emptying would cost it its next step's
+// allocations.
 void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
   Region& r = *arbiter.region();
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     Slot& s = r.slots[i];
     if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
     if (s.job_state == shm::kJobRunning || shm::ephemeral_now(s) == 0) continue;
+    if (s.gpu_waits.load(std::memory_order_relaxed) != 0) continue;
     ++s.release_requests;
   }
   q.at_ns = now;
   q.any = true;
   r.header.token_futex.fetch_add(1, std::memory_order_release);
   shm::futex_wake_all(&r.header.token_futex);
+}
+
+// The allocation this thread is waiting in, if it waits for its lane's
+// space or for memory: its arbiter and its release requests.
+struct TurnWait {
+  Arbiter* arbiter = nullptr;
+  Requests* requests = nullptr;
+};
+thread_local TurnWait t_turn_wait;
+
+// At every wake-up of a wait for the token inside an allocation: answers
+// requests to give back, and, where the job waits for its lane's space or
+// for memory, asks the others again every kAskAgainNs. The token does not
+// come to a job whose lane's space is held (scheduler/token.cpp), so the
+// asking must go on from here: a holder idle in Python gives its cache
+// back only when asked.
+void while_waiting_for_turn() {
+  answer_release_requests();
+  TurnWait& w = t_turn_wait;
+  if (!w.arbiter) return;
+  uint64_t now = shm::mono_now_ns();
+  if (w.requests->any && now - w.requests->at_ns < kAskAgainNs) return;
+  w.arbiter->update([&] { ask_for_releases_locked(*w.arbiter, *w.requests, now); });
 }
 
 void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
@@ -233,8 +263,10 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     // try again. Waiting for admission (others to shrink or leave), it does
     // not compete at all.
     const bool contends = result.status != ReserveStatus::kInadmissible;
-    uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
     if (scheduler::holds_token(arbiter) || !contends) scheduler::step_aside(arbiter, contends);
+    // After stepping aside, whose own grant must not end the wait at once.
+    uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
+    t_turn_wait = contends ? TurnWait{&arbiter, &requests} : TurnWait{};
     if (!waiting) {
       tell_wait_begins(device, call, bytes, result);
       waiting = true;
@@ -274,6 +306,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     if (now >= deadline && must_wait(result.status)) break;
     requests.any = false;
   }
+  t_turn_wait = {};
   const bool timed_out = turn_timed_out || must_wait(result.status);
   if (waiting || timed_out) {
     arbiter.update([&] {
@@ -297,6 +330,8 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
   }
   if (result.status == ReserveStatus::kGranted) {
     if (waited_s >= 1) GSHARE_INFO("%s on GPU %s admitted after %.1f s", call, device.uuid, waited_s);
+    else if (start) GSHARE_DEBUG("%s of %.1f MiB on GPU %s admitted after %.3f s", call, double(bytes) / MiB,
+                                 device.uuid, waited_s);
   } else if (timed_out && g_timeout_s > 0) {
     GSHARE_WARN("%s of %.1f MiB on GPU %s gave up waiting after %.1f s (GSHARE_ADMIT_TIMEOUT_S=%g): %s",
                 call, double(bytes) / MiB, device.uuid, waited_s, g_timeout_s, why_waited(result));

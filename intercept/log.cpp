@@ -90,10 +90,16 @@ void set_log_level(LogLevel level) { g_level.store(int(level), std::memory_order
 bool log_enabled(LogLevel level) { return int(level) <= g_level.load(std::memory_order_relaxed); }
 
 void log_message(LogLevel level, const char* format, ...) {
-  (void)level;
   if (!take_rate_token()) return;
   char line[1024] = "gshare: ";
   size_t prefix = 8;
+  // Debug lines carry the monotonic clock (seconds, as CLOCK_MONOTONIC and
+  // Python's time.monotonic() read it), to line them up across processes.
+  if (level == LogLevel::kDebug) {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    prefix += size_t(snprintf(line + prefix, sizeof line - prefix, "%ld.%06ld ", long(ts.tv_sec), ts.tv_nsec / 1000));
+  }
   va_list args;
   va_start(args, format);
   int n = vsnprintf(line + prefix, sizeof line - prefix - 1, format, args);

@@ -41,10 +41,12 @@ void after_fork_in_child() {
 // waits for the token and its memory like any job.
 void on_python_exit() {
   if (!hooks_active()) return;
+  GSHARE_DEBUG("Python's exit began: giving the cache back and the token on");
   allocator::give_back_cache_before_switch();
   allocator::for_each_attached_device([](allocator::Device& device) {
     if (device.account.slot()) scheduler::step_aside(device.account.arbiter());
   });
+  GSHARE_DEBUG("Python's exit: done");
 }
 
 void start_once() {

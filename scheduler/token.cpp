@@ -102,7 +102,7 @@ int pick_restricted_locked(Policy policy, JobTable& t, int current, const bool* 
   return next;
 }
 
-int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current) {
+int pick_among_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current) {
   bool holders[kMaxSlots] = {};
   bool unsettled[kMaxSlots] = {};
   bool any_holder = false, any_unsettled = false;
@@ -118,6 +118,28 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current)
   return pick_next(policy, t.jobs, t.count, current);
 }
 
+// pick_among_locked, leaving out the jobs that wait for their lane's space
+// while a lane-mate holds it (Arbiter::waits_for_held_lane_locked) unless
+// `lane_waiters_too`: a grant would only have them fail and step aside
+// again, and the token would pass from one such waiter to the next, tens
+// of thousands of times a second, away from the job that is to free the
+// space. Only the holder's slice end counts them: there the holder gives
+// its space back and hands over (end_slice).
+int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current, bool lane_waiters_too = false) {
+  bool parked[kMaxSlots] = {};
+  if (!lane_waiters_too) {
+    for (int i = 0; i < t.count; ++i) {
+      if (i == current || !t.jobs[i].active || !arbiter.waits_for_held_lane_locked(t.jobs[i].id)) continue;
+      parked[i] = true;
+      t.jobs[i].active = false;
+    }
+  }
+  int next = pick_among_locked(arbiter, policy, t, current);
+  for (int i = 0; i < t.count; ++i)
+    if (parked[i]) t.jobs[i].active = true;
+  return next;
+}
+
 // The pick at the end of the holder's slice. Under fair (and pack) a job
 // less than a quantum ahead of the holder on the fair clock goes next
 // rather than the holder again: a slice ends past its quantum, at the
@@ -126,7 +148,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current)
 // slice twice its length. The clocks stay within two quanta of each other.
 int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
                              uint64_t quantum_ns) {
-  int next = pick_locked(arbiter, policy, t, current);
+  int next = pick_locked(arbiter, policy, t, current, true);
   if (next != current || current < 0 || (policy != Policy::kFair && policy != Policy::kPack)) return next;
   const Job& holder = t.jobs[current];
   const uint64_t within = holder.vtime_ns + quantum_ns;
@@ -452,9 +474,13 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
   const int own = arbiter.own_slot();
   Slot& me = r.slots[own];
   HolderWatch watch;
+  const uint64_t began = shm::mono_now_ns();
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
-    if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) return true;
+    if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) {
+      if (!first) GSHARE_DEBUG("got the token after %.3f s", double(shm::mono_now_ns() - began) / 1e9);
+      return true;
+    }
     if (while_waiting) while_waiting();
     uint64_t now = shm::mono_now_ns();
     if (now >= deadline_ns) {

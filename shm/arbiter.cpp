@@ -413,6 +413,14 @@ bool Arbiter::holds_awaited_lane_space(int slot) const {
   return awaited;
 }
 
+bool Arbiter::waits_for_held_lane_locked(int slot) const {
+  const Region& r = *file_.region;
+  const Slot& s = r.slots[slot];
+  if (s.admission != kWaitingForLane || s.blocked_by == 0 || s.blocked_by > kMaxSlots) return false;
+  const int blocker = int(s.blocked_by) - 1;
+  return blocker != slot && holds_lane_space_locked(r, blocker) && slot_is_live(blocker);
+}
+
 void Arbiter::wake_memory_waiters_locked() {
   if (file_.region->header.memory_waiters != 0) wake_all(file_.region->header);
 }

@@ -154,6 +154,11 @@ class Arbiter {
   // that job goes first when the token moves. A racy read as a hint.
   bool holds_awaited_lane_space(int slot) const;
 
+  // Whether `slot` waits for lane space (kWaitingForLane) that the live job
+  // it waits for (Slot::blocked_by) still holds: the token is of no use to
+  // it until that job's iteration ends. Under the lock.
+  bool waits_for_held_lane_locked(int slot) const;
+
   // Wakes the jobs blocked in an allocation, if any: memory was given back.
   void wake_memory_waiters_locked();
 

@@ -76,7 +76,7 @@ def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400
     if gshare:
         env["LD_PRELOAD"] = os.path.join(args.build, "libgshare.so")
         env["GSHARE_DIR"] = gshare_dir
-        env["GSHARE_LOG"] = "info"
+        env["GSHARE_LOG"] = os.environ.get("BENCH_GSHARE_LOG", "info")
     env.update(extra_env or {})
     procs = []
     for i, spec in enumerate(specs):

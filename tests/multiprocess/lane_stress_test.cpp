@@ -8,10 +8,13 @@
 // A job that does not finish in time fails the test with every job's
 // state from gshare-top and its stderr, not a CI timeout.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -205,4 +208,57 @@ TEST_CASE("kill -9 of a job that holds its lane's space lets the job waiting for
   INFO(reply << "\n" << waiter.stderr_text());
   CHECK(reply.rfind("memtrain ok 2", 0) == 0);
   CHECK(after < 1.0);
+}
+
+namespace {
+// CPU seconds process `pid` has used so far (/proc/PID/stat: utime, stime).
+double cpu_seconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));  // after "pid (comm) "
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return double(utime + stime) / double(sysconf(_SC_CLK_TCK));
+}
+}  // namespace
+
+TEST_CASE("jobs waiting for their lane's space sleep, and do not pass the token among themselves",
+          "[stress][waiters]") {
+  // The holder builds 5 GiB in 10 pieces and spends 300 ms on the host
+  // after each (a first step's set-up), standing still: it loses the
+  // token, and keeps its lane's space. Two lane-mates wait for that space.
+  // The token is of no use to them until the holder's iteration ends:
+  // granted to them, each would fail, step aside and hand it to the other,
+  // a core busy passing it.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_ADMIT_TIMEOUT_S", "60"}, {"GSHARE_POLICY", "fifo"}};
+  Client holder(gpu, env), first(gpu, env), second(gpu, env);
+  for (Client* c : {&holder, &first, &second}) REQUIRE(c->send("init") == "init ok");
+  holder.post("memtrain 1 512M 5G 10 1 1000 0 chunksync firstgap");
+  await_process(gpu, holder.pid(), "the holder to be mid-iteration", [](const nlohmann::json& p) {
+    return p["reserved_bytes"].get<uint64_t>() >= 2 * kGiB;
+  });
+  first.post("memtrain 2 512M 5G 2 1 1000");
+  second.post("memtrain 2 512M 5G 2 1 1000");
+  await(gpu, "both lane-mates to wait for the holder's lane space", [&] {
+    int waiting = 0;
+    const nlohmann::json top = gpu.top_json();
+    for (const nlohmann::json& p : top["gpus"][0]["processes"])
+      waiting += p["admission"] == "waiting for lane" && p["blocked_by_pid"] == holder.pid();
+    return waiting == 2;
+  });
+  const double before = cpu_seconds(first.pid()) + cpu_seconds(second.pid());
+  const auto start = std::chrono::steady_clock::now();
+  std::string reply = holder.reply(60);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double used = cpu_seconds(first.pid()) + cpu_seconds(second.pid()) - before;
+  INFO("the waiters used " << used << " s of CPU in " << waited << " s");
+  CHECK(reply.rfind("memtrain ok 1", 0) == 0);
+  CHECK(waited > 1.0);  // the holder had most of its iteration left to run
+  CHECK(used < 0.1 * waited);
+  for (Client* c : {&first, &second}) CHECK(c->reply(60).rfind("memtrain ok 2", 0) == 0);
 }
