@@ -44,7 +44,11 @@ void on_python_exit() {
   GSHARE_DEBUG("Python's exit began: giving the cache back and the token on");
   allocator::give_back_cache_before_switch();
   allocator::for_each_attached_device([](allocator::Device& device) {
-    if (device.account.slot()) scheduler::step_aside(device.account.arbiter());
+    if (!device.account.slot()) return;
+    // What the framework could not empty (a segment a live tensor keeps)
+    // would hold the lane's space until the process ends.
+    device.account.arbiter().leave_lane_space();
+    scheduler::step_aside(device.account.arbiter());
   });
   GSHARE_DEBUG("Python's exit: done");
 }

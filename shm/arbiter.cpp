@@ -421,6 +421,17 @@ bool Arbiter::waits_for_held_lane_locked(int slot) const {
   return blocker != slot && holds_lane_space_locked(r, blocker) && slot_is_live(blocker);
 }
 
+void Arbiter::leave_lane_space() {
+  if (own_slot_ < 0 || !lock()) return;
+  RegionHeader& h = file_.region->header;
+  {
+    WriteSection write(h);
+    file_.region->slots[own_slot_].lane_holder_since_mono_ns = 0;
+  }
+  wake_all(h);
+  unlock();
+}
+
 void Arbiter::wake_memory_waiters_locked() {
   if (file_.region->header.memory_waiters != 0) wake_all(file_.region->header);
 }

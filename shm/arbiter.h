@@ -159,6 +159,12 @@ class Arbiter {
   // it until that job's iteration ends. Under the lock.
   bool waits_for_held_lane_locked(int slot) const;
 
+  // This job is done with its lane's space (its program is exiting): it
+  // stops being the lane's holder, whatever it still holds, and the
+  // waiters look again. What it holds still counts in the GPU's reserved
+  // bytes, so a lane-mate's allocation waits for those to be free.
+  void leave_lane_space();
+
   // Wakes the jobs blocked in an allocation, if any: memory was given back.
   void wake_memory_waiters_locked();
 

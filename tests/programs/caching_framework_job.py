@@ -28,7 +28,9 @@ cache gshare can empty but not ask. With EXIT_SLOW_S set, the
 interpreter's teardown takes that much longer, its cache still held, as
 PyTorch's does (an object of the main module sleeps in __del__, once
 Python is finalising and runs none of its pending calls); with
-EXIT_SLOW_READY set it creates that file as the sleep begins.
+EXIT_SLOW_READY set it creates that file as the sleep begins. With
+EXIT_KEEP_MIB set, that much of its last iteration stays alive to the end
+(as a PyTorch segment that a small live tensor keeps from empty_cache()).
 """
 
 import ctypes
@@ -213,6 +215,8 @@ def main():
         for pointer, size in live:  # the backward pass frees the activations
             cache.give(pointer, size)
         check(cuda.cuCtxSynchronize(), "sync")  # the loss.item() of the loop
+    if os.environ.get("EXIT_KEEP_MIB"):
+        kept = cache.take(int(os.environ["EXIT_KEEP_MIB"]) << 20)  # noqa: F841 (alive to the end)
     print(f"done {iterations}", flush=True)
     linger_until = time.monotonic() + float(os.environ.get("LINGER_S", "0"))
     ready, release = os.environ.get("LINGER_READY"), os.environ.get("LINGER_RELEASE")
