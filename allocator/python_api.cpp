@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -92,8 +93,10 @@ struct MethodDef {
 };
 constexpr int kMethodNoArgs = 0x0004;  // METH_NOARGS
 
+pid_t g_exit_pid = 0;  // the process that registered: a fork()ed child inherits Python's handlers
+
 void* at_exit(void*, void*) {
-  if (g_exit_callback) g_exit_callback();
+  if (g_exit_callback && getpid() == g_exit_pid) g_exit_callback();
   return g_python.build_value("");  // None, a new reference
 }
 
@@ -122,6 +125,7 @@ bool run_at_python_exit(void (*callback)()) {
   if (!py || !py->c_function_new || !py->build_value || !python_running()) return false;
   if (registered.exchange(true)) return true;
   g_exit_callback = callback;
+  g_exit_pid = getpid();
   if (py->add_pending_call(register_at_exit, nullptr) == 0) return true;
   registered.store(false);
   return false;

@@ -46,7 +46,8 @@ bool run_on_python_main_thread(int (*work)(void*));
 // driver's teardown, which keep a framework's cache held for about a
 // second more. Handlers the program registers later run before it. The
 // registration is queued for Python's main thread; false if Python is not
-// running or lacks a function it needs. Once per process.
+// running or lacks a function it needs. Once per process; a fork()ed child,
+// which inherits Python's handlers, does not run it.
 bool run_at_python_exit(void (*callback)());
 
 // Holding the GIL: the function `name` of gshare's private module

@@ -31,6 +31,7 @@ Writes OUT/memory-PART.json (and OUT/raw/ with every job's output).
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -252,7 +253,7 @@ def twenty(args):
         "returncodes": [r["returncode"] for r in results],
         "accounting_samples": len(errors),
         "accounting_max_relative_error": round(max(errors), 5) if errors else None,
-        "accounting_median_relative_error": round(sorted(errors)[len(errors) // 2], 5) if errors else None,
+        "accounting_median_relative_error": round(statistics.median(errors), 5) if errors else None,
         "comparisons": comparisons,
     }
 
