@@ -92,18 +92,9 @@ bool parse_group(const char* v, Options* o) {
 }
 
 bool parse_policy_option(const char* v, Options* o) {
-  static const struct { const char* name; PolicyOption policy; } kPolicies[] = {
-      {"fifo", PolicyOption::kFifo}, {"fair", PolicyOption::kFair},
-      {"srtf", PolicyOption::kSrtf}, {"priority", PolicyOption::kPriority},
-      {"pack", PolicyOption::kPack}};
-  for (const auto& p : kPolicies) {
-    if (strcasecmp(v, p.name) == 0) {
-      o->policy = p.policy;
-      o->policy_given = true;
-      return true;
-    }
-  }
-  return false;
+  if (!scheduler::parse_policy(v, &o->policy)) return false;
+  o->policy_given = true;
+  return true;
 }
 
 bool parse_quantum(const char* v, Options* o) { return parse_number(v, 0.1, 60000, &o->quantum_ms); }

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "intercept/log.h"
+#include "scheduler/policy.h"
 
 namespace gshare {
 
@@ -37,10 +38,6 @@ uint64_t quota_on_gpu(const SizeSpec& limit, uint64_t gpu_bytes);
 
 inline constexpr size_t kOptionTextChars = 256;
 
-// GSHARE_POLICY's values; the numbers are scheduler::Policy's (the region
-// stores them).
-enum class PolicyOption : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4, kPack = 5 };
-
 struct Options {
   bool disable = false;
   SizeSpec mem_limit;
@@ -48,7 +45,7 @@ struct Options {
   char group[kOptionTextChars] = "";
   LogLevel log_level = LogLevel::kWarn;
   // Scheduling (scheduler/token.h).
-  PolicyOption policy = PolicyOption::kFair;
+  scheduler::Policy policy = scheduler::Policy::kFair;  // GSHARE_POLICY, by scheduler::parse_policy
   bool policy_given = false;  // GSHARE_POLICY was set: a different region policy is worth a warning
   double quantum_ms = 20;  // measured: README, "Measured results"
   uint32_t weight = 1;

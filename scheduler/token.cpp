@@ -424,7 +424,7 @@ void mark_waiting_locked(Arbiter& arbiter, uint64_t now) {
 
 JobSettings job_settings(const Options& o) {
   JobSettings s;
-  s.policy = Policy(uint32_t(o.policy));
+  s.policy = o.policy;
   s.policy_given = o.policy_given;
   s.quantum_ns = ms_to_ns(o.quantum_ms);
   s.idle_ns = ms_to_ns(o.idle_ms);
