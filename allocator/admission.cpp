@@ -112,8 +112,7 @@ void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
   }
   q.at_ns = now;
   q.any = true;
-  r.header.token_futex.fetch_add(1, std::memory_order_release);
-  shm::futex_wake_all(&r.header.token_futex);
+  shm::wake_waiters(r.header);
 }
 
 // The allocation this thread is waiting in, if it waits for its lane's

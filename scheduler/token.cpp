@@ -222,10 +222,6 @@ uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job, const S
   return gate;
 }
 
-void wake_waiters(RegionHeader& h) {
-  h.token_futex.fetch_add(1, std::memory_order_release);
-  shm::futex_wake_all(&h.token_futex);
-}
 
 // Gives token `k` to the job at `index`; the holder, if any, becomes
 // `old_holder_state`.
@@ -266,7 +262,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
     s.switched_in_mono_ns = began != 0 && began <= now ? began : now;
   }
   s.gate.store(open_gate_for(policy, t, job, s), std::memory_order_release);
-  wake_waiters(h);
+  shm::wake_waiters(h);
 }
 
 // Whom a waiter found idle: the holder it watched, as of which grant. The
@@ -296,7 +292,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
     t.of_slot(holder)->active = false;
     token.holder = 0;
     holder = -1;
-    wake_waiters(h);
+    shm::wake_waiters(h);
   }
   if (holder < 0) {
     int next = pick_locked(arbiter, policy, t, -1);
@@ -586,7 +582,7 @@ static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current,
   me.job_state = after;
   if (still_waiting) me.wait_since_mono_ns = now;
   r.header.tokens[k].holder = 0;
-  wake_waiters(r.header);
+  shm::wake_waiters(r.header);
 }
 
 void lend_while_idle(Arbiter& arbiter) {
@@ -684,7 +680,7 @@ void release_moved_tokens_locked(Arbiter& arbiter) {
     s.job_state = shm::kJobWaiting;
     s.wait_since_mono_ns = shm::mono_now_ns();
     r.header.tokens[k].holder = 0;
-    wake_waiters(r.header);
+    shm::wake_waiters(r.header);
   }
 }
 

@@ -12,15 +12,16 @@
 
 namespace gshare::shm {
 
+void wake_waiters(RegionHeader& h) {
+  h.token_futex.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&h.token_futex);
+}
+
 namespace {
 
 uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 
-void wake_all(RegionHeader& h) {
-  h.token_futex.fetch_add(1, std::memory_order_release);
-  futex_wake_all(&h.token_futex);
-}
 
 // Room for every live job's LaneJob, left uninitialised: gather_lane_jobs
 // writes each one it uses, and constructing all 256 on every reservation
@@ -222,7 +223,7 @@ void apply_lanes(Region& r, const scheduler::LaneJob* jobs, int n,
     s.wait_since_mono_ns = mono_now_ns();
     token.holder = 0;
   }
-  wake_all(h);
+  wake_waiters(h);
 }
 
 void repair_callback(void* arbiter) { static_cast<Arbiter*>(arbiter)->repair_locked(); }
@@ -292,9 +293,7 @@ static void drop_token_locked(RegionHeader& h, Slot& s, int index) {
     token.slice_end_mono_ns = 0;
     held = true;
   }
-  if (!held) return;
-  h.token_futex.fetch_add(1, std::memory_order_release);
-  futex_wake_all(&h.token_futex);
+  if (held) wake_waiters(h);
 }
 
 // Whether slot `index` holds any token.
@@ -325,7 +324,7 @@ void Arbiter::free_slot_locked(int index) {
   // Its lane place is free: the others may spread into more lanes, and
   // whoever waits for memory looks again.
   place_lanes_locked(true, nullptr);
-  wake_all(h);
+  wake_waiters(h);
 }
 
 void Arbiter::release_slot() {
@@ -428,12 +427,12 @@ void Arbiter::leave_lane_space() {
     WriteSection write(h);
     file_.region->slots[own_slot_].lane_holder_since_mono_ns = 0;
   }
-  wake_all(h);
+  wake_waiters(h);
   unlock();
 }
 
 void Arbiter::wake_memory_waiters_locked() {
-  if (file_.region->header.memory_waiters != 0) wake_all(file_.region->header);
+  if (file_.region->header.memory_waiters != 0) wake_waiters(file_.region->header);
 }
 
 // With `allocations` > 0 the granted bytes also count as allocated at once.
@@ -697,8 +696,7 @@ void Arbiter::repair_locked() {
         (token.holder != 0 && file_.region->slots[token.holder - 1].state != kSlotLive))
       token.holder = 0;
   // Whoever waits re-decides who holds the token.
-  h.token_futex.fetch_add(1, std::memory_order_release);
-  futex_wake_all(&h.token_futex);
+  wake_waiters(h);
   h.repairs++;
 }
 

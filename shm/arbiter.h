@@ -25,6 +25,11 @@
 
 namespace gshare::shm {
 
+// Every wait on a region (for the token, memory, admission, a lane's
+// space) sleeps on the header's token_futex: a change of any of them bumps
+// the word and wakes them all, and each waiter looks again.
+void wake_waiters(RegionHeader& h);
+
 struct SlotIdentity {
   int32_t pid;
   uint32_t uid;
