@@ -8,6 +8,7 @@
 #include "allocator/framework_caches.h"
 #include "allocator/pools.h"
 #include "allocator/python_api.h"
+#include "base/saturating.h"
 #include "intercept/driver_api.h"
 #include "intercept/log.h"
 #include "scheduler/launch_gate.h"
@@ -35,7 +36,6 @@ constexpr uint64_t kPollNs = 50'000'000;          // re-check at least this ofte
 constexpr uint64_t kAskAgainNs = 1'000'000'000;   // repeat release requests while short
 constexpr double MiB = 1024.0 * 1024.0;
 
-uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 // Ephemeral memory is taken in turn: a job that does not hold its token
 // waits for it first, even alone on the GPU (a job that comes later then

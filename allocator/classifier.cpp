@@ -12,6 +12,7 @@
 #include "allocator/framework_counts.h"
 #include "allocator/pools.h"
 #include "allocator/tracked_memory.h"
+#include "base/saturating.h"
 #include "intercept/log.h"
 
 namespace gshare::allocator {
@@ -173,7 +174,6 @@ bool classifiable(const Allocation& a) {
   }
 }
 
-uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 // Under the region's lock: this device's share of `boundaries` new
 // boundaries, with `promoted` bytes moved from ephemeral to persistent.

@@ -1,5 +1,6 @@
 #include "allocator/device_account.h"
 
+#include "base/saturating.h"
 #include "intercept/log.h"
 #include "shm/futex.h"
 #include "shm/robust_mutex.h"
@@ -7,7 +8,6 @@
 namespace gshare::allocator {
 
 namespace {
-uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 struct Locked {
   explicit Locked(pthread_mutex_t* m) : mutex(m) { pthread_mutex_lock(mutex); }

@@ -1,11 +1,11 @@
 #include "allocator/memory_view.h"
 
 #include "allocator/devices.h"
+#include "base/saturating.h"
 
 namespace gshare::allocator {
 
 namespace {
-uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 uint64_t min3(uint64_t a, uint64_t b, uint64_t c) {
   uint64_t m = a < b ? a : b;
   return m < c ? m : c;

@@ -24,12 +24,6 @@ constinit NeverDestroyed g_ledger;
 
 Ledger& ledger() { return g_ledger.ledger; }
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 CUresult refuse(Device& device, const char* call, uint64_t bytes,
                 const shm::ReserveResult& why) {
   const double MiB = 1024.0 * 1024.0;
@@ -71,7 +65,7 @@ void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes, u
   a.site = birth.site;
   a.birth_iteration = birth.iteration;
   a.persistent = birth.kind == shm::MemoryClass::kPersistent;
-  a.birth_ns = monotonic_ns();
+  a.birth_ns = shm::mono_now_ns();
   a.handle = handle;
   a.device = int16_t(device.ordinal);
   a.kind = kind;

@@ -26,8 +26,6 @@ namespace gshare::allocator {
 
 Ledger& ledger();
 
-uint64_t monotonic_ns();
-
 // Logs why `bytes` were refused (rate-capped) and returns OUT_OF_MEMORY.
 CUresult refuse(Device& device, const char* call, uint64_t bytes,
                 const shm::ReserveResult& why);

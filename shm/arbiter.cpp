@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/saturating.h"
 #include "scheduler/lanes.h"
 #include "scheduler/policy.h"
 #include "shm/futex.h"
@@ -19,7 +20,6 @@ void wake_waiters(RegionHeader& h) {
 
 namespace {
 
-uint64_t saturating_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 
 
