@@ -1,6 +1,6 @@
 // Persistent or ephemeral: each allocation's class, learned from its
 // lifetime against the iteration boundaries of scheduler/iterations.h
-// (DESIGN.md, "Memory"; the Salus paper).
+// (docs/DESIGN.md, §5.4 "Persistent and ephemeral memory"; the Salus paper).
 //
 //   persistent  lives across iterations: weights, optimizer state,
 //               framework state. Counted in the job's P.

@@ -3,9 +3,9 @@
 // PyTorch's default caching allocator and CuPy's memory pool keep freed
 // device memory in segments they never give back on their own; seen from
 // the driver, that memory is held for good. Both free their cache when an
-// allocation fails (so a quota trims them, DESIGN.md), but a job that is
-// switched out allocates nothing. gshare then asks the framework itself,
-// with its own public call, through the Python C API of the process:
+// allocation fails (so a quota trims them, docs/DESIGN.md §5.1), but a job
+// that is switched out allocates nothing. gshare then asks the framework
+// itself, with its own public call, through the Python C API of the process:
 //
 //   torch.cuda.empty_cache()                      if torch's CUDA is initialised
 //   cupy.get_default_memory_pool().free_all_blocks()   if cupy is imported

@@ -1,5 +1,5 @@
-// Reserve, then allocate (DESIGN.md): the sequence every allocation hook
-// runs, and its mirror for frees.
+// Reserve, then allocate (docs/DESIGN.md, §5.2): the sequence every
+// allocation hook runs, and its mirror for frees.
 //
 //   reserve   the bytes in the arbiter, atomically against the quota and C
 //             (counted as allocated at once: one lock, not two)

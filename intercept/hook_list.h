@@ -1,7 +1,8 @@
 // Every driver and NVML entry point gshare hooks, by exact ABI name. One row
 // per exported symbol: a `_v2` or `_ptsz` form is its own row, because each
-// is its own function in libcuda with its own ABI (DESIGN.md). The wrapper of
-// each row is defined in one of the *_hooks.cpp files with GSHARE_HOOK.
+// is its own function in libcuda with its own ABI (docs/DESIGN.md, §3.1).
+// The wrapper of each row is defined in one of the *_hooks.cpp files with
+// GSHARE_HOOK.
 #pragma once
 
 #define GSHARE_CUDA_HOOKS(X)                                                  \

@@ -1,4 +1,4 @@
-// Lanes and the safety condition (DESIGN.md, "Memory"; the Salus paper).
+// Lanes and the safety condition (docs/DESIGN.md, §5.6; the Salus paper).
 //
 // Every job has persistent memory P, which stays resident, and ephemeral
 // memory E, its peak per iteration. Jobs in one lane never run at the same

@@ -3,7 +3,7 @@
 // Pure code over a small state (the jobs below) and times passed in, never
 // read from a clock: the same functions decide live, over the arbiter
 // region (scheduler/token.cpp), and in gshare-sim and the unit tests,
-// under a virtual clock. DESIGN.md, "Scheduling: the launch token".
+// under a virtual clock. docs/DESIGN.md, §7 "Time-slicing".
 //
 // Vocabulary
 //   job      one process on one GPU (all its threads share it).

@@ -10,7 +10,7 @@
 //             the process dies, whatever PID namespace anyone is in.
 //   reserved  bytes counted against the quota and the GPU's capacity:
 //             committed allocations + reservations in flight + the driver's
-//             context memory. Reserve first, then allocate (DESIGN.md).
+//             context memory. Reserve first, then allocate (docs/DESIGN.md, §5.2).
 //   capacity  C, the GPU's physical memory, written once by the creator.
 //   token     the right to launch on this GPU (scheduler/token.h). One job
 //             (slot) holds it; `gate` tells the owner on every launch whether

@@ -5,8 +5,8 @@ torch.cuda.CUDAGraph, after PyTorch's documented warmup on a side stream,
 then replayed N times. Checks:
   - the replayed results equal an eager run of the same step;
   - gshare's launch counter grows by exactly N over the replay loop: a graph
-    launch is one unit (DESIGN.md), and launches recorded during capture are
-    not run, so they must not have been counted either.
+    launch is one unit (docs/DESIGN.md, §3.5), and launches recorded during
+    capture are not run, so they must not have been counted either.
 Why: gshare's launch gate schedules graph launches as units, and stream
 capture must not be disturbed (nothing blocks or counts while capturing).
 """

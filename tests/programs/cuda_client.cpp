@@ -1,5 +1,5 @@
 // A scriptable CUDA driver client for the multi-process tests. It reaches
-// the driver the three ways real programs do (DESIGN.md):
+// the driver the three ways real programs do (docs/DESIGN.md, §3.1):
 //   --load=gpa     dlopen("libcuda.so.1") + dlsym(cuGetProcAddress_v2), then
 //                  every function through cuGetProcAddress, as cudart does
 //   --load=dlsym   dlopen + dlsym of each exact ABI name, as Triton and ctypes do
