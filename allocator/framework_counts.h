@@ -4,7 +4,7 @@
 // memory in segments the driver never sees freed, and a training loop may
 // sync anywhere in its iteration: seen from the driver, a cached
 // activation and a weight look alike. The framework knows which of its
-// bytes hold live tensors, so at iteration boundaries gshare asks it:
+// bytes hold live tensors, so at host syncs gshare asks it:
 //
 //   torch  torch._C._cuda_memoryStats(d): allocated_bytes and
 //          reserved_bytes, all pools, current (torch.cuda.memory_allocated

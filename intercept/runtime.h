@@ -1,6 +1,6 @@
-// gshare's start-up, done at the first cuInit (or the first NVML memory
-// query), never at load: preloading gshare into a program that does not use
-// CUDA costs one dlvsym and prints nothing.
+// gshare's start-up, done at the first cuInit, never at load: preloading
+// gshare into a program that does not use CUDA costs one dlvsym and prints
+// nothing.
 #pragma once
 
 #include "intercept/options.h"
