@@ -115,6 +115,12 @@ void ask_for_releases_locked(Arbiter& arbiter, Requests& q, uint64_t now) {
   shm::wake_waiters(r.header);
 }
 
+// Asks again if it has not asked within kAskAgainNs (or ever).
+void ask_for_releases_if_due(Arbiter& arbiter, Requests& q, uint64_t now) {
+  if (q.any && now - q.at_ns < kAskAgainNs) return;
+  arbiter.update([&] { ask_for_releases_locked(arbiter, q, now); });
+}
+
 // The allocation this thread is waiting in, if it waits for its lane's
 // space or for memory: its arbiter and its release requests.
 struct TurnWait {
@@ -133,9 +139,7 @@ void while_waiting_for_turn() {
   answer_release_requests();
   TurnWait& w = t_turn_wait;
   if (!w.arbiter) return;
-  uint64_t now = shm::mono_now_ns();
-  if (w.requests->any && now - w.requests->at_ns < kAskAgainNs) return;
-  w.arbiter->update([&] { ask_for_releases_locked(*w.arbiter, *w.requests, now); });
+  ask_for_releases_if_due(*w.arbiter, *w.requests, shm::mono_now_ns());
 }
 
 void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
@@ -281,8 +285,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       me.admission_short_bytes = short_of(result, bytes);
       me.blocked_by = uint32_t(blocker_of(r, arbiter.own_slot(), result) + 1);
     });
-    if (contends && (!requests.any || now - requests.at_ns >= kAskAgainNs))
-      arbiter.update([&] { ask_for_releases_locked(arbiter, requests, now); });
+    if (contends) ask_for_releases_if_due(arbiter, requests, now);
     answer_release_requests();
     if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
     if (contends) {
