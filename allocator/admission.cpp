@@ -415,12 +415,13 @@ namespace {
 // Empties the framework caches and the stream-ordered pools' free memory,
 // and counts what they gave back (the frameworks' once, on the first
 // device).
-void give_back_and_count(bool framework) {
+void give_back_and_count(bool framework, const char* why) {
   uint64_t emptied = framework ? give_back_framework_caches() : 0;
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
-    give_back_on(device, emptied, nullptr);
+    uint64_t freed = give_back_on(device, emptied, nullptr);
     emptied = 0;
+    if (freed > 0) GSHARE_DEBUG("GPU %s: gave back %.1f MiB of cached memory %s", device.uuid, double(freed) / MiB, why);
   });
 }
 }  // namespace
@@ -432,19 +433,39 @@ void give_back_cache_when_switched_out() {
     const Arbiter& arbiter = device.account.arbiter();
     if (!scheduler::holds_token(arbiter) && arbiter.lane_is_shared()) switched_out = true;
   });
-  if (switched_out) give_back_and_count(has_framework_cache() && can_empty_framework_caches());
+  if (switched_out) give_back_and_count(has_framework_cache() && can_empty_framework_caches(), "switched out");
 }
 
-void give_back_cache_before_switch() { give_back_and_count(can_empty_framework_caches()); }
+void give_back_cache_before_switch() { give_back_and_count(can_empty_framework_caches(), "before a switch"); }
+
+namespace {
+// Whether a job other than `own` waits for bytes a cache could free: for
+// memory or for admission. A job waiting for its lane's space is not
+// counted: that space frees as its holder's iteration ends, and the token
+// comes to the waiter only when the holder hands over, which gives the
+// holder's cache back first (give_back_cache_before_switch). Emptying
+// for it at every boundary would only make the running job allocate its
+// next iteration again.
+bool waits_for_bytes(const Region& r, int own) {
+  if (__atomic_load_n(&r.header.memory_waiters, __ATOMIC_RELAXED) == 0) return false;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    if (int(i) == own || __atomic_load_n(&r.slots[i].state, __ATOMIC_RELAXED) != shm::kSlotLive) continue;
+    uint32_t admission = __atomic_load_n(&r.slots[i].admission, __ATOMIC_RELAXED);
+    if (admission == shm::kWaitingForMemory || admission == shm::kWaitingForAdmission) return true;
+  }
+  return false;
+}
+}  // namespace
 
 void give_back_cache_to_waiters() {
   bool others_wait = false;
   for_each_attached_device([&](Device& device) {
     const Slot* slot = device.account.slot();
-    if (slot && slot->admission == shm::kAdmitted && device.account.arbiter().region()->header.memory_waiters > 0)
+    const Arbiter& arbiter = device.account.arbiter();
+    if (slot && slot->admission == shm::kAdmitted && waits_for_bytes(*arbiter.region(), arbiter.own_slot()))
       others_wait = true;
   });
-  if (others_wait) give_back_and_count(can_empty_framework_caches());
+  if (others_wait) give_back_and_count(can_empty_framework_caches(), "to jobs waiting for memory");
 }
 
 }  // namespace gshare::allocator

@@ -95,10 +95,12 @@ void give_back_cache_when_switched_out();
 // real use, and the job keeps its turn until it is not.
 void give_back_cache_before_switch();
 
-// At an iteration boundary, while other jobs wait for memory: the caches
-// go back (the framework's and the pools' free memory), even from the
-// running job. Its next iteration grows them again only in its turn;
-// meanwhile a waiter that is mid-iteration can finish its own.
+// At an iteration boundary, while other jobs wait for memory or for
+// admission: the caches go back (the framework's and the pools' free
+// memory), even from the running job. Its next iteration grows them again
+// only in its turn; meanwhile a waiter that is mid-iteration can finish its
+// own. Waiters for a lane's space do not count: the hand-over gives the
+// cache back when their turn comes.
 void give_back_cache_to_waiters();
 
 }  // namespace gshare::allocator

@@ -478,6 +478,26 @@ TEST_CASE("a caching job gives its cache and its turn back as Python's exit begi
   CHECK(second.err.find("waits for") == std::string::npos);
 }
 
+TEST_CASE("under fifo the job running in a lane keeps its cache while its lane-mates wait for the space") {
+  // Three caching jobs of P 1 GiB and E 3 GiB on 8 GiB: one lane, run one
+  // after another. The waiters need the lane's space, which the runner's
+  // next iteration takes again; emptying its cache at every boundary for
+  // them would only make it allocate each iteration anew (on a GPU, a few
+  // percent of every step). Each iteration reads a value back after every
+  // chunk, and each sync lasts 100 ms, as a step's loss.item() does on a
+  // GPU: a waiter whose turn comes while the runner is inside one tries the
+  // lane and becomes a job waiting in an allocation.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_POLICY", "fifo"}, {"CACHE_STATS", "1"}};
+  std::vector<Finished> done = run_caching_jobs(gpu, 3, {"6", "1024", "3072", "6", "100000", "chunksync"}, env);
+  for (const Finished& f : done) {
+    INFO(f.err);
+    CHECK(f.out == "done 6\n");
+    // The weights and one iteration's six chunks, never emptied.
+    CHECK(f.err.find("cache misses 7 emptied 0") != std::string::npos);
+  }
+}
+
 TEST_CASE("every switch is measured, and the GPU's figures are its jobs'") {
   // Two jobs of P 1 GiB and E 3 GiB can only take turns in one lane of
   // 8 GiB. Each hands over where its last iteration's memory is free.

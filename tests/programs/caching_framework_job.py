@@ -31,6 +31,9 @@ Python is finalising and runs none of its pending calls); with
 EXIT_SLOW_READY set it creates that file as the sleep begins. With
 EXIT_KEEP_MIB set, that much of its last iteration stays alive to the end
 (as a PyTorch segment that a small live tensor keeps from empty_cache()).
+With CACHE_STATS set, it ends by printing to stderr "cache misses M emptied
+K": the takes that went to the driver and the empty_cache() calls that gave
+something back.
 """
 
 import ctypes
@@ -68,12 +71,15 @@ class Cache:
         self.free = []
         self.allocated = 0  # in live "tensors"
         self.reserved = 0   # taken from the driver
+        self.misses = 0     # takes that went to the driver
+        self.emptied = 0    # empty() calls that gave something back
 
     def take(self, size):
         for i, (pointer, bytes_) in enumerate(self.free):
             if bytes_ == size:
                 self.allocated += size
                 return self.free.pop(i)[0]
+        self.misses += 1
         pointer = ctypes.c_uint64()
         result = cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(size))
         if result != 0:
@@ -93,6 +99,8 @@ class Cache:
     def empty(self):
         if self.free and os.environ.get("EMPTY_CACHE_MS"):
             time.sleep(float(os.environ["EMPTY_CACHE_MS"]) / 1000)
+        if self.free:
+            self.emptied += 1
         for pointer, size in self.free:
             cuda.cuMemFree_v2(ctypes.c_uint64(pointer))
             self.reserved -= size
@@ -218,6 +226,8 @@ def main():
     if os.environ.get("EXIT_KEEP_MIB"):
         kept = cache.take(int(os.environ["EXIT_KEEP_MIB"]) << 20)  # noqa: F841 (alive to the end)
     print(f"done {iterations}", flush=True)
+    if os.environ.get("CACHE_STATS") and isinstance(cache, Cache):
+        print(f"cache misses {cache.misses} emptied {cache.emptied}", file=sys.stderr, flush=True)
     linger_until = time.monotonic() + float(os.environ.get("LINGER_S", "0"))
     ready, release = os.environ.get("LINGER_READY"), os.environ.get("LINGER_RELEASE")
     if ready and time.monotonic() < linger_until:
