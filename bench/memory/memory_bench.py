@@ -31,6 +31,7 @@ Writes OUT/memory-PART.json (and OUT/raw/ with every job's output).
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,7 +70,11 @@ def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400
     returncode, losses, seconds from the common start, peaks; and the
     samples `sample(t)` returned every 0.25 s."""
     raw = os.path.join(args.out, "raw", name)
-    os.makedirs(raw, exist_ok=True)
+    # A run left here before (an output folder used again) would leave its
+    # start file, which releases the jobs before they are ready, and its
+    # step logs, which are appended to.
+    shutil.rmtree(raw, ignore_errors=True)
+    os.makedirs(raw)
     gshare_dir = os.path.join(raw, "shm")
     os.makedirs(gshare_dir, exist_ok=True)
     start_file = os.path.join(raw, "start")
