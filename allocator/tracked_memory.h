@@ -58,6 +58,43 @@ CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name,
   }
 }
 
+// Runs `call(&key, &bytes)` for a pitched allocation, whose size the
+// driver picks: admits `guess` bytes first, then settles the charge to the
+// bytes the driver took, freeing with `undo(key)` if the difference cannot
+// be had. Retries like allocate_tracked when the driver refuses memory
+// gshare had admitted.
+template <class Call, class Undo>
+CUresult allocate_pitched_tracked(Device& device, const char* name, uint64_t guess, Call&& call,
+                                  Undo&& undo) {
+  Birth birth = classify_birth(guess);
+  uint64_t refused_since = 0;
+  for (;;) {
+    shm::ReserveResult granted = admit(device, name, guess, 0, birth.kind);
+    if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, guess, granted);
+    uint64_t key = 0, bytes = 0;
+    CUresult result = call(&key, &bytes);
+    if (result != CUDA_SUCCESS) {
+      device.account.rollback(guess, birth.kind);
+      if (result != CUDA_ERROR_OUT_OF_MEMORY || !wait_after_driver_refused(device, name, guess, &refused_since))
+        return result;
+      continue;
+    }
+    if (bytes > guess) {
+      shm::ReserveResult more = device.account.reserve(bytes - guess, birth.kind);
+      if (more.status != shm::ReserveStatus::kGranted) {
+        undo(key);
+        device.account.rollback(guess, birth.kind);
+        return refuse(device, name, bytes, more);
+      }
+    } else {
+      device.account.rollback(guess - bytes, birth.kind);
+    }
+    device.account.commit(bytes);
+    record(device, AllocationKind::kPitch, key, bytes, 0, birth);
+    return result;
+  }
+}
+
 // Gives back what a removed ledger entry charged.
 void release_entry(const Allocation& entry);
 

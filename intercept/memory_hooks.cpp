@@ -2,15 +2,15 @@
 // cuMemAllocManaged, cuMemFree, each in every exported ABI form.
 #include "allocator/tracked_memory.h"
 #include "intercept/interception.h"
-#include "scheduler/launch_gate.h"
+#include "intercept/memory_events.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
 using allocator::AllocationKind;
 
 namespace {
-// Pitch: the driver picks the pitch, so reserve a guess first (rows aligned
-// to 512 bytes, what current GPUs use), then settle to pitch × height.
+// Pitch: the driver picks the pitch, so the guess admitted first has rows
+// aligned to 512 bytes, what current GPUs use.
 template <class Call, class Undo>
 CUresult allocate_pitched(size_t width, size_t height, Call&& call, Undo&& undo) {
   allocator::Device* device = allocator::current_device();
@@ -19,29 +19,7 @@ CUresult allocate_pitched(size_t width, size_t height, Call&& call, Undo&& undo)
     return call(&key, &bytes);
   }
   uint64_t guess = ((uint64_t(width) + 511) & ~uint64_t(511)) * height;
-  allocator::Birth birth = allocator::classify_birth(guess);
-  shm::ReserveResult granted = allocator::admit(*device, "cuMemAllocPitch", guess, 0, birth.kind);
-  if (granted.status != shm::ReserveStatus::kGranted)
-    return allocator::refuse(*device, "cuMemAllocPitch", guess, granted);
-  uint64_t key = 0, bytes = 0;
-  CUresult result = call(&key, &bytes);
-  if (result != CUDA_SUCCESS) {
-    device->account.rollback(guess, birth.kind);
-    return result;
-  }
-  if (bytes > guess) {
-    shm::ReserveResult more = device->account.reserve(bytes - guess, birth.kind);
-    if (more.status != shm::ReserveStatus::kGranted) {
-      undo(key);
-      device->account.rollback(guess, birth.kind);
-      return allocator::refuse(*device, "cuMemAllocPitch", bytes, more);
-    }
-  } else {
-    device->account.rollback(guess - bytes, birth.kind);
-  }
-  device->account.commit(bytes);
-  allocator::record(*device, AllocationKind::kPitch, key, bytes, 0, birth);
-  return result;
+  return note_allocation(allocator::allocate_pitched_tracked(*device, "cuMemAllocPitch", guess, call, undo));
 }
 
 template <class Call>
@@ -51,16 +29,7 @@ CUresult allocate(AllocationKind kind, const char* name, uint64_t bytes, Call&& 
     uint64_t ignored;
     return call(&ignored);
   }
-  CUresult result = allocator::allocate_tracked(*device, kind, name, bytes, call);
-  if (result == CUDA_SUCCESS) scheduler::note_memory_event(true);
-  return result;
-}
-
-template <class Call>
-CUresult free_memory(CUdeviceptr dptr, Call&& call) {
-  CUresult result = allocator::free_tracked(dptr, call);
-  if (result == CUDA_SUCCESS) scheduler::note_memory_event(false);
-  return result;
+  return note_allocation(allocator::allocate_tracked(*device, kind, name, bytes, call));
 }
 }  // namespace
 
@@ -131,11 +100,11 @@ GSHARE_HOOK(CUresult, cuMemAllocPitch, (CUdeviceptr_v1 * dptr, unsigned int* pit
 GSHARE_HOOK(CUresult, cuMemFree_v2, (CUdeviceptr dptr)) {
   if (!hooks_active()) return REAL(cuMemFree_v2)(dptr);
   HookScope scope;
-  return free_memory(dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
+  return free_noted(dptr, [&] { return REAL(cuMemFree_v2)(dptr); });
 }
 
 GSHARE_HOOK(CUresult, cuMemFree, (CUdeviceptr_v1 dptr)) {
   if (!hooks_active()) return REAL(cuMemFree)(dptr);
   HookScope scope;
-  return free_memory(dptr, [&] { return REAL(cuMemFree)(dptr); });
+  return free_noted(dptr, [&] { return REAL(cuMemFree)(dptr); });
 }

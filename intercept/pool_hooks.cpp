@@ -4,6 +4,7 @@
 #include "allocator/pools.h"
 #include "allocator/tracked_memory.h"
 #include "intercept/interception.h"
+#include "intercept/memory_events.h"
 #include "scheduler/launch_gate.h"
 
 using namespace gshare;
@@ -24,23 +25,19 @@ CUresult allocate_async(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUst
   HookScope scope;
   allocator::Device* device = allocator::current_device();
   if (!device) return real(dptr);
-  CUresult result = allocator::allocate_from_pool(*device, pool, stream, bytes, name,
-                                                  [&](CUdeviceptr* out) {
-                                                    CUresult r = real(dptr);
-                                                    *out = *dptr;
-                                                    return r;
-                                                  });
-  if (result == CUDA_SUCCESS) scheduler::note_memory_event(true);
-  return result;
+  return note_allocation(allocator::allocate_from_pool(*device, pool, stream, bytes, name,
+                                                      [&](CUdeviceptr* out) {
+                                                        CUresult r = real(dptr);
+                                                        *out = *dptr;
+                                                        return r;
+                                                      }));
 }
 
 template <class Call>
 CUresult free_async(CUdeviceptr dptr, Call&& real) {
   if (!hooks_active()) return real();
   HookScope scope;
-  CUresult result = allocator::free_tracked(dptr, real);
-  if (result == CUDA_SUCCESS) scheduler::note_memory_event(false);
-  return result;
+  return free_noted(dptr, real);
 }
 }  // namespace
 

@@ -187,6 +187,25 @@ TEST_CASE("a job waiting for memory the driver refused gives up its turn, and go
   CHECK(words(a.reply(30)).at(1) == "ok");
 }
 
+TEST_CASE("a pitched allocation the driver refused waits for the memory as a plain one does") {
+  // 5 GiB of pitched rows, admitted by gshare while a process outside it
+  // holds 3 GiB of 8: the driver refuses, and the allocation waits for the
+  // memory instead of failing.
+  TestGpu gpu(8 * kGiB);
+  Client outside(gpu, {{"LD_PRELOAD", ""}});
+  REQUIRE(outside.send("init") == "init ok");
+  REQUIRE(outside.send("alloc 3G held") == "alloc ok held");
+  Client job(gpu, {{"GSHARE_ADMIT_TIMEOUT_S", "20"}, {"GSHARE_LOG", "info"}});
+  REQUIRE(job.send("init") == "init ok");
+  job.post("pitch 1048576 5120 rows");
+  await(gpu, "the pitched allocation's wait for the memory the driver refused", [&] {
+    return job.stderr_text().find("waiting for it") != std::string::npos;
+  }, 10);
+  REQUIRE(outside.send("free held") == "free ok");
+  CHECK(job.reply(30) == "pitch ok rows 1048576");
+  CHECK(gpu.top_json()["gpus"][0]["processes"][0]["used_bytes"] >= 5 * kGiB);
+}
+
 TEST_CASE("kill -9 of a job frees its lane place: a waiting job is admitted within a second or so") {
   TestGpu gpu(8 * kGiB);
   Client large(gpu), late(gpu);

@@ -1,0 +1,26 @@
+// What every hook that allocates or frees device memory does around the
+// allocator's tracked paths: tells the iteration detector
+// (scheduler/iterations.h) of each allocation and free that happened.
+#pragma once
+
+#include "allocator/tracked_memory.h"
+#include "scheduler/launch_gate.h"
+
+namespace gshare::intercept {
+
+// Passes `result` on, noting an allocation if it succeeded.
+inline CUresult note_allocation(CUresult result) {
+  if (result == CUDA_SUCCESS) scheduler::note_memory_event(true);
+  return result;
+}
+
+// Frees a pointer-keyed allocation with `call()` (allocator::free_tracked)
+// and notes the free if it succeeded.
+template <class Call>
+CUresult free_noted(CUdeviceptr dptr, Call&& call) {
+  CUresult result = allocator::free_tracked(dptr, call);
+  if (result == CUDA_SUCCESS) scheduler::note_memory_event(false);
+  return result;
+}
+
+}  // namespace gshare::intercept
