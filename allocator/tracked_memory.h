@@ -36,16 +36,31 @@ CUresult refuse(Device& device, const char* call, uint64_t bytes,
 void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes,
             uint64_t handle = 0, const Birth& birth = Birth{});
 
+// Admits `bytes` (`allocations`: 1 for a whole allocation, 0 for a charge
+// that `attempt` settles itself) and runs `attempt(&driver_refused)`, which
+// returns the driver's result with its charge undone on failure. When the
+// driver refused memory gshare had admitted (memory outside gshare's view
+// is in use), waits for it and tries again.
+template <class Attempt>
+CUresult admit_and_try(Device& device, const char* name, uint64_t bytes, uint32_t allocations,
+                       shm::MemoryClass kind, Attempt&& attempt) {
+  uint64_t refused_since = 0;
+  for (;;) {
+    shm::ReserveResult granted = admit(device, name, bytes, allocations, kind);
+    if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
+    bool driver_refused = false;
+    CUresult result = attempt(&driver_refused);
+    if (!driver_refused || !wait_after_driver_refused(device, name, bytes, &refused_since)) return result;
+  }
+}
+
 // Runs `call(&key)` for an allocation of a size known in advance: classify,
 // admit (allocator/admission.h: may wait), call the driver, record.
 template <class Call>
 CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name, uint64_t bytes,
                           Call&& call) {
   Birth birth = classify_birth(bytes);
-  uint64_t refused_since = 0;
-  for (;;) {
-    shm::ReserveResult granted = admit(device, name, bytes, 1, birth.kind);
-    if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, bytes, granted);
+  return admit_and_try(device, name, bytes, 1, birth.kind, [&](bool* driver_refused) {
     uint64_t key = 0;
     CUresult result = call(&key);
     if (result == CUDA_SUCCESS) {
@@ -53,31 +68,26 @@ CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name,
       return result;
     }
     device.account.release(bytes, 1, birth.kind);
-    if (result != CUDA_ERROR_OUT_OF_MEMORY || !wait_after_driver_refused(device, name, bytes, &refused_since))
-      return result;
-  }
+    *driver_refused = result == CUDA_ERROR_OUT_OF_MEMORY;
+    return result;
+  });
 }
 
 // Runs `call(&key, &bytes)` for a pitched allocation, whose size the
 // driver picks: admits `guess` bytes first, then settles the charge to the
 // bytes the driver took, freeing with `undo(key)` if the difference cannot
-// be had. Retries like allocate_tracked when the driver refuses memory
-// gshare had admitted.
+// be had.
 template <class Call, class Undo>
 CUresult allocate_pitched_tracked(Device& device, const char* name, uint64_t guess, Call&& call,
                                   Undo&& undo) {
   Birth birth = classify_birth(guess);
-  uint64_t refused_since = 0;
-  for (;;) {
-    shm::ReserveResult granted = admit(device, name, guess, 0, birth.kind);
-    if (granted.status != shm::ReserveStatus::kGranted) return refuse(device, name, guess, granted);
+  return admit_and_try(device, name, guess, 0, birth.kind, [&](bool* driver_refused) {
     uint64_t key = 0, bytes = 0;
     CUresult result = call(&key, &bytes);
     if (result != CUDA_SUCCESS) {
       device.account.rollback(guess, birth.kind);
-      if (result != CUDA_ERROR_OUT_OF_MEMORY || !wait_after_driver_refused(device, name, guess, &refused_since))
-        return result;
-      continue;
+      *driver_refused = result == CUDA_ERROR_OUT_OF_MEMORY;
+      return result;
     }
     if (bytes > guess) {
       shm::ReserveResult more = device.account.reserve(bytes - guess, birth.kind);
@@ -92,7 +102,7 @@ CUresult allocate_pitched_tracked(Device& device, const char* name, uint64_t gue
     device.account.commit(bytes);
     record(device, AllocationKind::kPitch, key, bytes, 0, birth);
     return result;
-  }
+  });
 }
 
 // Gives back what a removed ledger entry charged.
