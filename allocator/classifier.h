@@ -24,7 +24,8 @@
 // Sites. What is learned is kept by allocation site, a hash of a few return
 // addresses of the allocating call (allocator/call_site.h, only on
 // allocation calls): an allocation from a site whose allocations have all
-// turned out persistent is persistent at birth, so it never inflates E.
+// turned out persistent is persistent at birth, so it never inflates E
+// (allocator/site_classes.h).
 //
 // Provisional. Until two release points have been classified the figures are
 // provisional (gshare-top marks them): P lacks what has not yet lived two
