@@ -1,71 +1,22 @@
-// Persistent or ephemeral: each allocation's class, learned from its
-// lifetime against the iteration boundaries of scheduler/iterations.h
-// (docs/DESIGN.md, §5.4 "Persistent and ephemeral memory"; the Salus paper).
+// Persistent or ephemeral: each allocation's class, and the job's P and E
+// published in its slot (docs/DESIGN.md, §5.4; the Salus paper).
 //
-//   persistent  lives across iterations: weights, optimizer state,
-//               framework state. Counted in the job's P.
+//   persistent  lives across iterations: weights, optimizer state. P.
 //   ephemeral   born and dead within an iteration: activations,
-//               workspaces. The job's E is the peak of these per iteration.
+//               workspaces. E is the peak of these per iteration.
 //
-// The rule. An allocation still alive at the second release point after
-// its birth is persistent (one may fall between an ephemeral buffer's birth
-// and its free: a loop frees its activations after the sync that ends the
-// iteration). A release point is a boundary by which the process has freed
-// at least kReleaseBytes (32 MiB) since the boundary before, or any
-// boundary of a process that neither frees nor allocates that much for
-// kQuietBoundaries (8) boundaries running. Boundaries found from syncs may fall mid-iteration (a
-// forward pass that reads a value back, freeing only a small temporary);
-// memory held across such a boundary is not persistent for that, and the
-// frees at an iteration's end tell the real boundaries apart.
-// Everything else a job reserves (not yet classified, ephemeral, a pool's
-// or a caching allocator's free memory) counts as ephemeral: reserved = P +
-// ephemeral, always.
-//
-// Sites. What is learned is kept by allocation site, a hash of a few return
-// addresses of the allocating call (allocator/call_site.h, only on
-// allocation calls): an allocation from a site whose allocations have all
-// turned out persistent is persistent at birth, so it never inflates E
-// (allocator/site_classes.h).
-//
-// Provisional. Until two release points have been classified the figures are
-// provisional (gshare-top marks them): P lacks what has not yet lived two
-// iterations, and E is the running peak of everything else.
-//
-// Caching allocators (PyTorch's, CuPy's pools, XLA's BFC) keep freed
-// memory in segments that live forever: by lifetime alone those segments
-// are persistent, P is the whole cache and E is near zero. Such a
-// framework says what its own allocator holds (allocator/framework_counts.h),
-// and once it does, P comes from that instead of lifetimes:
-//
-//   in use  = what the process holds beyond its context, less what the
-//             framework holds cached (reserved but not allocated);
-//   P       = the least in use over the last kInUseWindow answers, taken
-//             at boundaries.
-//
-// A loop may sync mid-iteration, with its activations alive, but at least
-// one boundary of an iteration (the loss read after the step) has them
-// freed, and the least value is that one. P falls with any answer, but
-// rises only once the answers have shown an iteration's end (in use
-// falling by kReleaseBytes or more from one answer to the next), or three
-// answers running agreed (a loop that syncs only at rest), or the window
-// is full: the first answers may all come from the middle of an
-// iteration, and a P that counted its activations would make the job look
-// settled there, and switched out holding them. E stays the peak of what
-// the process holds beyond P per iteration: the cache regrows to it. Limit: a
-// loop that never syncs with its activations freed reads them as
-// persistent. At an iteration boundary gshare has the framework empty its
-// cache once (allocator/framework_caches.h) so that a set-up's cache does
-// not count in E, and again whenever another job in the lane needs the
-// memory (allocator/admission.h).
-//
-// A caching framework that does not answer is measured by that first
-// emptying: what survives it is P, and memory born after it is not
-// promoted by age. One that answers is not: until it caches, lifetimes
-// are right, and an emptying may come mid-step (iterations found from
-// syncs may be out of phase), where it would make live memory persistent.
-// Later emptyings give memory back without measuring: they may come
-// mid-iteration, where what survives is in use only until the iteration
-// ends.
+// By lifetime: an allocation alive at the second release point after its
+// birth is persistent (a release point is a boundary by which the process
+// freed kReleaseBytes, or any boundary of a process quiet for
+// kQuietBoundaries); the first of them may fall between an activation's
+// birth and its free. By site (allocator/site_classes.h): a site whose
+// allocations all turned out persistent gives persistent births. A caching
+// framework that answers with its own figures (allocator/framework_counts.h)
+// gives P directly: the least in use over its recent answers, which rises
+// only once the answers have shown an iteration's end. One that caches but
+// does not answer is measured by emptying its cache once at a boundary.
+// Everything not persistent counts as ephemeral: reserved = P + ephemeral.
+// Until two release points are classified the figures are provisional.
 #pragma once
 
 #include <cstdint>
