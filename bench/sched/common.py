@@ -47,6 +47,8 @@ import tempfile
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
+
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 
@@ -118,15 +120,6 @@ def tail(path, lines=3):
     except OSError:
         return ""
     return " | ".join(line.strip() for line in text[-lines:])
-
-
-def median_of(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    values.sort()
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def _run_quietly(argv, timeout=30, env=None):

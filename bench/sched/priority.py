@@ -24,9 +24,9 @@ SCHED_PRIORITY_HIGH (default 10), SCHED_BUDGET_S.
 
 import sys
 
-import common
+import common  # first: it puts bench/ on sys.path for benchlib
 import metrics
-import stats
+from benchlib import stats
 
 P99_TARGET = 1.10
 TRAIN_TARGET = 0.50
@@ -116,7 +116,7 @@ def summarize(records):
             row["trials"].append(entry)
         for key in ("p50_ms", "p99_ms", "from_due_p99_ms", "p50_ratio", "p99_ratio",
                     "train_steps_per_s", "train_ratio"):
-            row[key] = common.median_of([t.get(key) for t in row["trials"]])
+            row[key] = stats.median([t.get(key) for t in row["trials"]])
         rows.append(row)
     by_name = {row["experiment"]: row for row in rows}
     co = by_name["co-priority"]

@@ -1,6 +1,6 @@
 """Self-tests of the parts' pure code (metrics, summaries, trace handling),
-on made-up job outputs; no GPU, no PyTorch. Run by test_stats.py, or:
-    python3 -m unittest bench/sched/test_parts.py   (from bench/sched)"""
+on made-up job outputs; no GPU, no PyTorch:
+    cd bench/sched && python3 -m unittest test_parts"""
 
 import os
 import pathlib

@@ -20,9 +20,11 @@ the orchestration on a machine without a GPU.
 
 import argparse
 import os
+import sys
 import time
 
-import jobutil
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
+from benchlib import jobutil  # noqa: E402
 
 
 def build_step(args):
