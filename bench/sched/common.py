@@ -16,7 +16,7 @@ does it) and reads its configuration from the environment:
   SCHED_WINDOW_S     measured window of each experiment (default per part)
   SCHED_GSHARE_EXTRA extra GSHARE_*=VALUE words for every gshare process,
                      e.g. "GSHARE_IDLE_MS=20 GSHARE_LOG=info"
-  SCHED_TRAIN_ARGS   extra arguments for train_job.py, e.g. "--batch 4096"
+  SCHED_TRAIN_ARGS   extra arguments for train_steps.py window, e.g. "--batch 4096"
   SCHED_INFER_ARGS   extra arguments for infer_job.py
   SCHED_DRY_RUN=1    jobs sleep instead of using the GPU: tries the
                      orchestration anywhere; the results are not measurements
@@ -283,7 +283,7 @@ class Context:
     # -- job command lines --------------------------------------------------
 
     def train_argv(self, window_s):
-        argv = [self.python, str(HERE / "train_job.py"), "--window", str(window_s)]
+        argv = [self.python, str(HERE.parent / "train_steps.py"), "window", "--window", str(window_s)]
         argv += env_words("SCHED_TRAIN_ARGS")
         if self.dry_run:
             argv += ["--fake-step-ms", "10", "--warmup-steps", "2"]

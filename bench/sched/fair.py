@@ -1,6 +1,6 @@
-"""Benchmark `fair`: identical PyTorch training jobs (train_job.py) started
-together, natively (concurrently, no gshare) and under GSHARE_POLICY=fair,
-in the same run.
+"""Benchmark `fair`: identical PyTorch training jobs (bench/train_steps.py
+window) started together, natively (concurrently, no gshare) and under
+GSHARE_POLICY=fair, in the same run.
 
 Experiments per trial (native and gshare back to back, their order flipping
 every trial): 2 jobs, 4 jobs, and 2 jobs with GSHARE_WEIGHT 3 and 1 (its
@@ -142,7 +142,7 @@ def render(ctx, state, complete):
                    alone=alone, rows=rows, experiments=[common.lean(r) for r in records])
     lines = ctx.markdown_header("fair sharing of identical training jobs", summary)
     config = state.get("config") or {}
-    lines += [f"Each job: `train_job.py {' '.join(config.get('train_args') or []) or '(defaults)'}` "
+    lines += [f"Each job: `train_steps.py window {' '.join(config.get('train_args') or []) or '(defaults)'}` "
               f"(MLP, loss.item() every step), all started together at T0 and measured for "
               f"{config.get('window_s', '?')} s; native = the same jobs concurrently without "
               f"gshare, in the same trial. Medians over trials.", ""]

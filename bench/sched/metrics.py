@@ -1,4 +1,4 @@
-"""From one experiment's job results (train_job.py, infer_job.py output) to
+"""From one experiment's job results (train_steps.py window, infer_job.py output) to
 its metrics. Pure code over the records, so test_parts.py checks it."""
 
 import os

@@ -1,6 +1,6 @@
 """Benchmark `priority`: a latency-critical inference loop (infer_job.py,
 open loop at 50 requests/s by default) next to a best-effort training job
-(train_job.py).
+(bench/train_steps.py window).
 
 Experiments per trial (order reversed on even trials):
   infer-alone        inference alone, native                (the reference)
@@ -148,7 +148,7 @@ def render(ctx, state, complete):
     infer_args = " ".join(config.get("infer_args") or []) or "(defaults)"
     train_args = " ".join(config.get("train_args") or []) or "(defaults)"
     lines += [f"Inference: `infer_job.py {infer_args}` (open loop, forward + .item() per request; "
-              f"latency = issue to result on the host); training: `train_job.py {train_args}`; "
+              f"latency = issue to result on the host); training: `train_steps.py window {train_args}`; "
               f"{config.get('window_s', '?')} s windows started together. Ratios are to the "
               f"native alone runs of the same trial; medians over trials.", "",
               "| setting | inference p50 ms | p99 ms | p50 / alone | p99 / alone | "

@@ -119,7 +119,7 @@ def render(ctx, state, complete):
     summary.update(torch=common.torch_version(records), config=config, native=native_row,
                    rows=rows, choice=choice, experiments=[common.lean(r) for r in records])
     lines = ctx.markdown_header("the fair quantum", summary)
-    lines += [f"Two identical training jobs (`train_job.py {' '.join(config.get('train_args') or []) or '(defaults)'}`)"
+    lines += [f"Two identical training jobs (`train_steps.py window {' '.join(config.get('train_args') or []) or '(defaults)'}`)"
               f" started together, measured for {config.get('window_s', '?')} s, under "
               "GSHARE_POLICY=fair with each GSHARE_QUANTUM_MS; native = the same two jobs "
               "without gshare in the same trial. Step latency: time between consecutive step "

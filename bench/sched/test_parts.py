@@ -19,7 +19,7 @@ import quantum  # noqa: E402
 
 
 def train_result(step_s, window, offset=0.0, late=0.0):
-    """A train_job.py output stepping every `step_s` from `offset` until
+    """A `train_steps.py window` output stepping every `step_s` from `offset` until
     the window is over (its last step ends past it)."""
     ends, t = [], offset
     while True:
