@@ -36,9 +36,13 @@ inline unsigned long parse_count(const char* option, const char* text) {
   return value;
 }
 
+// For an even count, the mean of the two middle values (as
+// bench/benchlib/stats.py), not the upper one; 0 for none.
 inline double median(std::vector<double> values) {
+  if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+  size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
 }  // namespace bench

@@ -104,7 +104,7 @@ for ((trial = 1; trial <= trials; trial++)); do
     run_one alloc_free "$mode" "$trial" "$alloc_free" --pairs "$pairs" --mib 1 --mib 64
   done
   for mode in "${modes[@]}"; do
-    run_one train_steps "$mode" "$trial" "$python" "$here/train_steps.py" --seconds "$train_seconds" --warmup 30
+    run_one train_steps "$mode" "$trial" "$python" "$here/train_steps.py" rate --seconds "$train_seconds" --warmup 30
   done
 done
 

@@ -8,8 +8,9 @@ usage: summarize.py OUTDIR   (reads OUTDIR/raw/NAME.MODE.TRIAL.jsonl)
 import datetime
 import json
 import pathlib
-import statistics
 import sys
+
+from benchlib import stats
 
 MiB = 1 << 20
 
@@ -77,17 +78,17 @@ def summarize_row(key, runs):
         row["target"] = f"<= {target} ns added"
     for mode in ("native", "gshare"):
         if row[mode]["values"]:
-            row[mode]["median"] = statistics.median(row[mode]["values"])
+            row[mode]["median"] = stats.median(row[mode]["values"])
     paired = sorted(set(native_runs) & set(gshare_runs))
     if not paired:
         row["note"] = "no paired trials"
         return row
     row["paired_trials"] = len(paired)
-    row["ratio"] = statistics.median(gshare_runs[t] / native_runs[t] for t in paired)
+    row["ratio"] = stats.median(gshare_runs[t] / native_runs[t] for t in paired)
     if kind == "ratio_at_least":
         row["met"] = row["ratio"] >= target
     else:
-        row["added"] = statistics.median(gshare_runs[t] - native_runs[t] for t in paired)
+        row["added"] = stats.median(gshare_runs[t] - native_runs[t] for t in paired)
         row["met"] = row["added"] <= target
     return row
 
@@ -130,8 +131,8 @@ def summarize_ab(key, runs):
     row = {"name": key, "label": label, "unit": unit,
            "target": f">= {target}" if kind == "ratio_at_least" else f"<= {target} ns",
            "gshare_values": runs.get("gshare", []), "native_values": runs.get("native", [])}
-    row["gshare"] = statistics.median(row["gshare_values"]) if row["gshare_values"] else None
-    row["native"] = statistics.median(row["native_values"]) if row["native_values"] else None
+    row["gshare"] = stats.median(row["gshare_values"]) if row["gshare_values"] else None
+    row["native"] = stats.median(row["native_values"]) if row["native_values"] else None
     if row["gshare"] is None:
         row["met"] = False
     elif kind == "ratio_at_least":

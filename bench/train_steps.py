@@ -1,94 +1,181 @@
-"""PyTorch training steps per second, natively or under LD_PRELOAD=libgshare.so.
+"""PyTorch training steps of an MLP, natively or under LD_PRELOAD=libgshare.so:
+the training job of bench/run_benchmarks.sh (`rate`) and of the scheduling
+benchmarks in bench/sched/ (`window`). One model and one step for both: SGD
+on an MSE loss against fixed random targets, optionally under autocast.
 
-Two models, chosen to bracket real jobs:
+rate: steps per second of fixed models, chosen to bracket real jobs:
   launch_bound   64 Linear(64, 64) + ReLU layers, batch 32: ~400 tiny kernels
                  a step, so the step rate is set by the host's cost per launch
                  (PyTorch's dispatch plus the driver call gshare hooks);
   compute_bound  4 Linear(4096, 4096) layers, batch 4096, bf16 autocast: a
                  few large GEMMs, so the step rate is set by the GPU.
-Each runs a fixed number of warmup steps, then steps in chunks of 10 (with a
-synchronize after each chunk) until --seconds have passed.
-
-usage: train_steps.py [--seconds S] [--warmup N] [--model NAME]... [--device cuda|cpu]
-Prints one JSON line per model:
+  Each runs --warmup steps, then steps in chunks of 10 (with a synchronize
+  after each chunk) until --seconds have passed. One JSON line per model:
   {"benchmark":"train_steps","model":NAME,"steps":N,"seconds":S,"steps_per_second":R}
+
+window: one job of the scheduling benchmarks (fair, quantum, priority):
+  --depth Linear(--width, --width) layers with ReLU between, batch --batch,
+  bf16 autocast by default; `loss.item()` every step, a host
+  synchronisation that gshare takes as an iteration boundary. Defaults
+  (width 4096, depth 6, batch 8192) make one step about 10 ms on an H100
+  alone (~0.5 ms GEMM kernels) and need about 3 GiB of GPU memory. After
+  --warmup-steps it joins the start barrier (benchlib/jobutil.py), then
+  steps until --window seconds after T0 and records the time each step
+  ended, relative to T0: steps in any sub-window, steps per second and each
+  step's latency follow from that list. Output: one JSON object
+  {"kind": "train", "step_ends": [...], ...}. --fake-step-ms replaces the
+  model by a sleep (no PyTorch), to try the orchestration without a GPU.
+
+usage: train_steps.py rate [--seconds S] [--warmup N] [--model NAME]... [--device cuda|cpu]
+       train_steps.py window [--window S] [--width N --depth N --batch N --dtype bf16|fp16|fp32]
+                             [--ready-file F --start-file F] [--out FILE] [--fake-step-ms MS]
 """
 
 import argparse
 import json
+import os
+import sys
 import time
 
-import torch
-from torch import nn
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/, for benchlib
+from benchlib import jobutil, training  # noqa: E402
 
 CHUNK = 10
 
-
-def launch_bound(device):
-    layers = []
-    for _ in range(64):
-        layers += [nn.Linear(64, 64), nn.ReLU()]
-    return nn.Sequential(*layers).to(device), torch.randn(32, 64, device=device), None
-
-
-def compute_bound(device):
-    model = nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
-                          nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096)).to(device)
-    return model, torch.randn(4096, 4096, device=device), torch.bfloat16
+# rate's models: (width, depth, batch, dtype, learning rate, ReLU after the last layer)
+MODELS = {
+    "launch_bound": (64, 64, 32, "fp32", 1e-3, True),
+    "compute_bound": (4096, 4, 4096, "bf16", 1e-3, False),
+}
 
 
-MODELS = {"launch_bound": launch_bound, "compute_bound": compute_bound}
+def build_step(width, depth, batch, dtype, lr, relu_after_last, device, read_loss):
+    """A training step of the MLP; with `read_loss` it returns loss.item()
+    (a host sync), else nothing. Returns (step, info, peak allocated MiB)."""
+    import torch
+    from torch import nn
 
-
-def make_step(name, device):
+    if device == "cuda" and not torch.cuda.is_available():
+        raise jobutil.JobError("PyTorch sees no CUDA device")
     torch.manual_seed(0)
-    model, inputs, autocast_dtype = MODELS[name](device)
-    with torch.no_grad():
-        targets = torch.randn_like(model(inputs))
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    model = training.mlp(width, depth, relu_after_last).to(device)
+    inputs = torch.randn(batch, width, device=device)
+    targets = torch.randn(batch, width, device=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}[dtype]
 
     def step():
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device, dtype=autocast_dtype or torch.bfloat16,
                             enabled=autocast_dtype is not None):
-            loss = nn.functional.mse_loss(model(inputs).float(), targets)
+            outputs = model(inputs)
+        loss = nn.functional.mse_loss(outputs.float(), targets)
         loss.backward()
         optimizer.step()
+        if read_loss:
+            return loss.item()  # the host sync: an iteration boundary for gshare
+        return None
 
-    return step
+    if device == "cuda":
+        info = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
+        return step, info, lambda: torch.cuda.max_memory_allocated() / 2**20
+    return step, {"torch": torch.__version__, "gpu": "cpu"}, lambda: 0.0
 
 
-def measure(name, device, seconds, warmup):
-    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    step = make_step(name, device)
-    for _ in range(warmup):
-        step()
-    synchronize()
-    steps = 0
-    start = time.perf_counter()
-    while True:
-        for _ in range(CHUNK):
+def rate(args):
+    import torch
+
+    synchronize = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    for name in args.model or list(MODELS):
+        step, _, _ = build_step(*MODELS[name], args.device, read_loss=False)
+        for _ in range(args.warmup):
             step()
-        steps += CHUNK
         synchronize()
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
+        steps = 0
+        start = time.perf_counter()
+        while True:
+            for _ in range(CHUNK):
+                step()
+            steps += CHUNK
+            synchronize()
+            elapsed = time.perf_counter() - start
+            if elapsed >= args.seconds:
+                break
+        print(json.dumps({"benchmark": "train_steps", "model": name, "steps": steps,
+                          "seconds": round(elapsed, 6),
+                          "steps_per_second": round(steps / elapsed, 3)}), flush=True)
+
+
+def build_fake(args):
+    def step():
+        time.sleep(args.fake_step_ms / 1000.0)
+        return 0.0
+    return step, {"torch": None, "gpu": "fake"}, lambda: 0.0
+
+
+def window(args):
+    watch = jobutil.ParentWatch()
+    began = time.monotonic()
+    if args.fake_step_ms > 0:
+        step, info, peak_mib = build_fake(args)
+    else:
+        step, info, peak_mib = build_step(args.width, args.depth, args.batch, args.dtype, 1e-4,
+                                          False, args.device, read_loss=True)
+    built = time.monotonic()
+    for _ in range(args.warmup_steps):
+        step()
+    warmed = time.monotonic()
+    t0 = jobutil.barrier(args.ready_file, args.start_file, args.barrier_timeout, watch)
+    late = time.monotonic() - t0
+    end_at = t0 + args.window
+    ends = []
+    while True:
+        step()
+        now = time.monotonic()
+        ends.append(now - t0)
+        if now >= end_at:
             break
-    return {"benchmark": "train_steps", "model": name, "steps": steps,
-            "seconds": round(elapsed, 6), "steps_per_second": round(steps / elapsed, 3)}
+        watch.check()
+    record = {
+        "kind": "train", "name": args.name, "ok": True, "pid": os.getpid(),
+        **info,
+        "model": {"width": args.width, "depth": args.depth, "batch": args.batch,
+                  "dtype": args.dtype, "fake_step_ms": args.fake_step_ms},
+        "build_s": round(built - began, 3), "warmup_steps": args.warmup_steps,
+        "warmup_s": round(warmed - built, 3), "late_start_s": round(late, 6),
+        "window_s": args.window, "steps": len(ends),
+        "peak_allocated_mib": round(peak_mib(), 1),
+        "step_ends": jobutil.rounded(ends),
+    }
+    jobutil.emit(args, record)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4.0, help="timed duration per model")
-    parser.add_argument("--warmup", type=int, default=30, help="untimed steps first")
-    parser.add_argument("--model", action="append", choices=sorted(MODELS),
-                        help="model(s) to run (default: all)")
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
-                        help="cpu only to try the script where there is no GPU")
+    commands = parser.add_subparsers(dest="command", required=True)
+    device_help = "cpu only to try the script where there is no GPU"
+
+    p = commands.add_parser("rate", help="steps/s of fixed models (run_benchmarks.sh)")
+    p.add_argument("--seconds", type=float, default=4.0, help="timed duration per model")
+    p.add_argument("--warmup", type=int, default=30, help="untimed steps first")
+    p.add_argument("--model", action="append", choices=sorted(MODELS),
+                   help="model(s) to run (default: all)")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=device_help)
+
+    p = commands.add_parser("window", help="one job of the scheduling benchmarks")
+    jobutil.add_common_arguments(p)
+    p.add_argument("--window", type=float, default=15.0, help="measured seconds after T0")
+    p.add_argument("--warmup-steps", type=int, default=20)
+    p.add_argument("--width", type=int, default=4096)
+    p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--batch", type=int, default=8192)
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=device_help)
+    p.add_argument("--fake-step-ms", type=float, default=0.0,
+                   help="dry run: sleep this long per step instead of training")
+
     args = parser.parse_args()
-    for name in args.model or list(MODELS):
-        print(json.dumps(measure(name, args.device, args.seconds, args.warmup)), flush=True)
+    jobutil.run_main(lambda: rate(args) if args.command == "rate" else window(args))
 
 
 if __name__ == "__main__":

@@ -32,10 +32,12 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
+from benchlib import stats  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "train_job.py")
@@ -258,7 +260,7 @@ def twenty(args):
         "returncodes": [r["returncode"] for r in results],
         "accounting_samples": len(errors),
         "accounting_max_relative_error": round(max(errors), 5) if errors else None,
-        "accounting_median_relative_error": round(statistics.median(errors), 5) if errors else None,
+        "accounting_median_relative_error": round(stats.median(errors), 5) if errors else None,
         "comparisons": comparisons,
     }
 

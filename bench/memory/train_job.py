@@ -22,6 +22,9 @@ import time
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import torch  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from benchlib import training  # noqa: E402
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -46,11 +49,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     device = torch.device("cuda")
     torch.manual_seed(args.seed)
-    layers = []
-    for _ in range(args.depth):
-        layers += [torch.nn.Linear(args.width, args.width), torch.nn.ReLU()]
-    layers.append(torch.nn.Linear(args.width, 16))
-    model = torch.nn.Sequential(*layers).to(device)
+    model = training.mlp(args.width, args.depth, relu_after_last=True, out_features=16).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     bank_rows = int(args.bank_gib * 2**30 / (4 * args.width))
     bank = torch.randn(max(bank_rows, 1), args.width, device=device) * 0.01

@@ -16,7 +16,7 @@ does it) and reads its configuration from the environment:
   SCHED_WINDOW_S     measured window of each experiment (default per part)
   SCHED_GSHARE_EXTRA extra GSHARE_*=VALUE words for every gshare process,
                      e.g. "GSHARE_IDLE_MS=20 GSHARE_LOG=info"
-  SCHED_TRAIN_ARGS   extra arguments for train_job.py, e.g. "--batch 4096"
+  SCHED_TRAIN_ARGS   extra arguments for train_steps.py window, e.g. "--batch 4096"
   SCHED_INFER_ARGS   extra arguments for infer_job.py
   SCHED_DRY_RUN=1    jobs sleep instead of using the GPU: tries the
                      orchestration anywhere; the results are not measurements
@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -118,15 +120,6 @@ def tail(path, lines=3):
     except OSError:
         return ""
     return " | ".join(line.strip() for line in text[-lines:])
-
-
-def median_of(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    values.sort()
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
 
 
 def _run_quietly(argv, timeout=30, env=None):
@@ -290,7 +283,7 @@ class Context:
     # -- job command lines --------------------------------------------------
 
     def train_argv(self, window_s):
-        argv = [self.python, str(HERE / "train_job.py"), "--window", str(window_s)]
+        argv = [self.python, str(HERE.parent / "train_steps.py"), "window", "--window", str(window_s)]
         argv += env_words("SCHED_TRAIN_ARGS")
         if self.dry_run:
             argv += ["--fake-step-ms", "10", "--warmup-steps", "2"]

@@ -1,6 +1,6 @@
-"""Benchmark `fair`: identical PyTorch training jobs (train_job.py) started
-together, natively (concurrently, no gshare) and under GSHARE_POLICY=fair,
-in the same run.
+"""Benchmark `fair`: identical PyTorch training jobs (bench/train_steps.py
+window) started together, natively (concurrently, no gshare) and under
+GSHARE_POLICY=fair, in the same run.
 
 Experiments per trial (native and gshare back to back, their order flipping
 every trial): 2 jobs, 4 jobs, and 2 jobs with GSHARE_WEIGHT 3 and 1 (its
@@ -19,9 +19,9 @@ Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 
 import sys
 
-import common
+import common  # first: it puts bench/ on sys.path for benchlib
 import metrics
-import stats
+from benchlib import stats
 
 CONFIGS = {
     "alone": {"weights": [1], "label": "1 job alone"},
@@ -101,18 +101,18 @@ def summarize(records):
                 "native_jain": native["jain"] if native else None,
                 "step_ms_p99": gshare["step_ms"]["p99"],
             })
-        jain = common.median_of([t["jain"] for t in per_trial])
-        ratio = common.median_of([t["ratio"] for t in per_trial])
+        jain = stats.median([t["jain"] for t in per_trial])
+        ratio = stats.median([t["ratio"] for t in per_trial])
         shares = None
         if per_trial:
-            shares = [common.median_of([t["shares"][j] for t in per_trial])
+            shares = [stats.median([t["shares"][j] for t in per_trial])
                       for j in range(len(spec["weights"]))]
         rows.append({
             "config": config, "label": spec["label"], "weights": spec["weights"],
             "expected_shares": [w / total for w in spec["weights"]],
             "trials": per_trial,
-            "native_aggregate": common.median_of([t["native_aggregate"] for t in per_trial]),
-            "gshare_aggregate": common.median_of([t["gshare_aggregate"] for t in per_trial]),
+            "native_aggregate": stats.median([t["native_aggregate"] for t in per_trial]),
+            "gshare_aggregate": stats.median([t["gshare_aggregate"] for t in per_trial]),
             "ratio": ratio, "shares": shares, "jain": jain,
             "jain_min": min((t["jain"] for t in per_trial if t["jain"] is not None), default=None),
             "targets": {"jain": f">= {JAIN_TARGET}", "aggregate_ratio": f">= {AGGREGATE_TARGET}"},
@@ -142,7 +142,7 @@ def render(ctx, state, complete):
                    alone=alone, rows=rows, experiments=[common.lean(r) for r in records])
     lines = ctx.markdown_header("fair sharing of identical training jobs", summary)
     config = state.get("config") or {}
-    lines += [f"Each job: `train_job.py {' '.join(config.get('train_args') or []) or '(defaults)'}` "
+    lines += [f"Each job: `train_steps.py window {' '.join(config.get('train_args') or []) or '(defaults)'}` "
               f"(MLP, loss.item() every step), all started together at T0 and measured for "
               f"{config.get('window_s', '?')} s; native = the same jobs concurrently without "
               f"gshare, in the same trial. Medians over trials.", ""]

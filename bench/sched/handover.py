@@ -32,9 +32,9 @@ import shlex
 import sys
 import time
 
-import common
-import jobutil
-import stats
+import common  # first: it puts bench/ on sys.path for benchlib
+from benchlib import jobutil
+from benchlib import stats
 
 TARGET_US = 100.0
 MODES = ["native", "overlap", "strict"]
@@ -164,7 +164,7 @@ def summarize(records, syncs):
             row = {"handover": mode, "sync_every": sync_every, "trials": trials}
             for key in ("handovers", "median_us", "p90_us", "p99_us", "negative_fraction",
                         "slice_ms", "busy_fraction", "kernels_per_s"):
-                row[key] = common.median_of([t[key] for t in trials])
+                row[key] = stats.median([t[key] for t in trials])
             # The target is about handing over between iterations: the
             # first launch pattern (a sync every K kernels). Without syncs the
             # two queues interleave on the GPU and the gaps go negative,

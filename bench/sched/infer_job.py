@@ -22,9 +22,11 @@ previous one ran long) is "late": latency from due time shows that queueing.
 
 import argparse
 import os
+import sys
 import time
 
-import jobutil
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
+from benchlib import jobutil  # noqa: E402
 
 
 def build_request(args):

@@ -1,7 +1,11 @@
-"""From one experiment's job results (train_job.py, infer_job.py output) to
+"""From one experiment's job results (train_steps.py window, infer_job.py output) to
 its metrics. Pure code over the records, so test_parts.py checks it."""
 
-import stats
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
+from benchlib import stats  # noqa: E402
 
 
 def _train_results(record):

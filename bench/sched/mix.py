@@ -34,8 +34,8 @@ import pathlib
 import sys
 import time
 
-import common
-import stats
+import common  # first: it puts bench/ on sys.path for benchlib
+from benchlib import stats
 
 MODES = ["fifo", "srtf", "native"]
 SLOWDOWN = 1.15  # expected real makespan / ideal, for the time estimate

@@ -1,6 +1,6 @@
 """Benchmark `priority`: a latency-critical inference loop (infer_job.py,
 open loop at 50 requests/s by default) next to a best-effort training job
-(train_job.py).
+(bench/train_steps.py window).
 
 Experiments per trial (order reversed on even trials):
   infer-alone        inference alone, native                (the reference)
@@ -24,9 +24,9 @@ SCHED_PRIORITY_HIGH (default 10), SCHED_BUDGET_S.
 
 import sys
 
-import common
+import common  # first: it puts bench/ on sys.path for benchlib
 import metrics
-import stats
+from benchlib import stats
 
 P99_TARGET = 1.10
 TRAIN_TARGET = 0.50
@@ -116,7 +116,7 @@ def summarize(records):
             row["trials"].append(entry)
         for key in ("p50_ms", "p99_ms", "from_due_p99_ms", "p50_ratio", "p99_ratio",
                     "train_steps_per_s", "train_ratio"):
-            row[key] = common.median_of([t.get(key) for t in row["trials"]])
+            row[key] = stats.median([t.get(key) for t in row["trials"]])
         rows.append(row)
     by_name = {row["experiment"]: row for row in rows}
     co = by_name["co-priority"]
@@ -148,7 +148,7 @@ def render(ctx, state, complete):
     infer_args = " ".join(config.get("infer_args") or []) or "(defaults)"
     train_args = " ".join(config.get("train_args") or []) or "(defaults)"
     lines += [f"Inference: `infer_job.py {infer_args}` (open loop, forward + .item() per request; "
-              f"latency = issue to result on the host); training: `train_job.py {train_args}`; "
+              f"latency = issue to result on the host); training: `train_steps.py window {train_args}`; "
               f"{config.get('window_s', '?')} s windows started together. Ratios are to the "
               f"native alone runs of the same trial; medians over trials.", "",
               "| setting | inference p50 ms | p99 ms | p50 / alone | p99 / alone | "

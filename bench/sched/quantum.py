@@ -19,9 +19,9 @@ SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 
 import sys
 
-import common
+import common  # first: it puts bench/ on sys.path for benchlib
 import metrics
-import stats
+from benchlib import stats
 
 DEFAULT_QUANTA = [5, 10, 25, 50, 100, 200]
 
@@ -95,7 +95,7 @@ def summarize(records, values):
         rows.append(row)
     for row in [native_row] + rows:
         for key in ("aggregate", "ratio", "jain", "p50_ms", "p99_ms"):
-            row[key] = common.median_of([t[key] for t in row["trials"]])
+            row[key] = stats.median([t[key] for t in row["trials"]])
     measured = [row for row in rows if row["aggregate"] is not None]
     choice = {}
     if measured:
@@ -119,7 +119,7 @@ def render(ctx, state, complete):
     summary.update(torch=common.torch_version(records), config=config, native=native_row,
                    rows=rows, choice=choice, experiments=[common.lean(r) for r in records])
     lines = ctx.markdown_header("the fair quantum", summary)
-    lines += [f"Two identical training jobs (`train_job.py {' '.join(config.get('train_args') or []) or '(defaults)'}`)"
+    lines += [f"Two identical training jobs (`train_steps.py window {' '.join(config.get('train_args') or []) or '(defaults)'}`)"
               f" started together, measured for {config.get('window_s', '?')} s, under "
               "GSHARE_POLICY=fair with each GSHARE_QUANTUM_MS; native = the same two jobs "
               "without gshare in the same trial. Step latency: time between consecutive step "

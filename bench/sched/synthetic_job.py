@@ -23,10 +23,11 @@ orchestration on a machine without one.
 
 import argparse
 import os
-import statistics
+import sys
 import time
 
-import jobutil
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
+from benchlib import jobutil, stats  # noqa: E402
 
 
 class Gpu:
@@ -86,7 +87,7 @@ def timed(gpu, matmuls, repeats):
         start = time.perf_counter()
         gpu.iteration(matmuls)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return stats.median(times)
 
 
 def calibrate(args):

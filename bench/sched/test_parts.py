@@ -1,6 +1,6 @@
 """Self-tests of the parts' pure code (metrics, summaries, trace handling),
-on made-up job outputs; no GPU, no PyTorch. Run by test_stats.py, or:
-    python3 -m unittest bench/sched/test_parts.py   (from bench/sched)"""
+on made-up job outputs; no GPU, no PyTorch:
+    cd bench/sched && python3 -m unittest test_parts"""
 
 import os
 import pathlib
@@ -19,7 +19,7 @@ import quantum  # noqa: E402
 
 
 def train_result(step_s, window, offset=0.0, late=0.0):
-    """A train_job.py output stepping every `step_s` from `offset` until
+    """A `train_steps.py window` output stepping every `step_s` from `offset` until
     the window is over (its last step ends past it)."""
     ends, t = [], offset
     while True:

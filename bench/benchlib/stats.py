@@ -1,17 +1,25 @@
-"""Pure helpers of the scheduling benchmarks: percentiles, Jain's fairness
+"""The statistics of every benchmark harness (bench/summarize.py,
+bench/sched/, bench/memory/): median, percentiles, spread, Jain's fairness
 index, counting steps in a window, interval merging and handover gaps.
 
 No third-party imports (no numpy), so the orchestrators run on any python3
-and `python3 bench/sched/test_stats.py` checks these without a GPU.
+and `python3 bench/benchlib/test_stats.py` checks these without a GPU.
+None values (a trial that measured nothing) are left out of median,
+percentile and spread.
 """
 
 import math
 
 
+def present(values):
+    """`values` without the Nones, as a list."""
+    return [v for v in values if v is not None]
+
+
 def percentile(values, q):
     """The q-th percentile (0..100) of `values`, interpolating linearly
     between closest ranks (numpy's default "linear" method). None if empty."""
-    xs = sorted(values)
+    xs = sorted(present(values))
     if not xs:
         return None
     if not 0 <= q <= 100:
@@ -26,7 +34,19 @@ def percentile(values, q):
 
 
 def median(values):
-    return percentile(values, 50)
+    """The middle value; for an even count, the mean of the two middle ones
+    (as statistics.median, to the last bit). None if empty."""
+    xs = sorted(present(values))
+    if not xs:
+        return None
+    middle = len(xs) // 2
+    return xs[middle] if len(xs) % 2 else (xs[middle - 1] + xs[middle]) / 2
+
+
+def spread(values):
+    """(min, max) of `values`, or (None, None) if empty."""
+    xs = present(values)
+    return (min(xs), max(xs)) if xs else (None, None)
 
 
 def mean(values):

@@ -1,14 +1,40 @@
-"""Self-tests of bench/sched/stats.py and the parts' pure helpers; no GPU,
-no PyTorch:  python3 bench/sched/test_stats.py"""
+"""Self-tests of bench/benchlib/stats.py; no GPU, no PyTorch:
+    python3 bench/benchlib/test_stats.py"""
 
 import math
 import os
+import statistics
 import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 
-import stats  # noqa: E402
+from benchlib import stats  # noqa: E402
+
+
+class Medians(unittest.TestCase):
+    def test_odd_count(self):
+        self.assertEqual(stats.median([3, 1, 2]), 2)
+        self.assertEqual(stats.median([5]), 5)
+
+    def test_even_count_averages_the_middle_two(self):
+        self.assertEqual(stats.median([4, 1, 3, 2]), 2.5)
+        self.assertEqual(stats.median([1, 2]), 1.5)
+        # as statistics.median, to the last bit
+        xs = [0.1, 0.7, 0.2, 0.3000001]
+        self.assertEqual(stats.median(xs), statistics.median(xs))
+
+    def test_empty_and_missing(self):
+        self.assertIsNone(stats.median([]))
+        self.assertIsNone(stats.median([None, None]))
+        self.assertEqual(stats.median([None, 4, 2]), 3)
+        self.assertEqual(stats.median(x for x in (2, 8, 5)), 5)  # any iterable
+
+    def test_spread(self):
+        self.assertEqual(stats.spread([3, 1, 2]), (1, 3))
+        self.assertEqual(stats.spread([1, None, 7, 4]), (1, 7))
+        self.assertEqual(stats.spread([2]), (2, 2))
+        self.assertEqual(stats.spread([]), (None, None))
 
 
 class Percentiles(unittest.TestCase):
@@ -24,6 +50,8 @@ class Percentiles(unittest.TestCase):
 
     def test_edge_cases(self):
         self.assertIsNone(stats.percentile([], 50))
+        self.assertIsNone(stats.percentile([None], 50))
+        self.assertEqual(stats.percentile([None, 1, 3], 50), 2)
         self.assertEqual(stats.percentile([7], 99), 7)
         with self.assertRaises(ValueError):
             stats.percentile([1], 101)
@@ -130,14 +158,4 @@ class Misc(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    # Also check the parts' pure helpers when they import without PyTorch.
-    loader = unittest.TestLoader()
-    suite = loader.loadTestsFromModule(sys.modules[__name__])
-    try:
-        import test_parts  # noqa: F401  (bench/sched/test_parts.py)
-        suite.addTests(loader.loadTestsFromModule(test_parts))
-    except ImportError as error:
-        if getattr(error, "name", None) != "test_parts":
-            raise
-    result = unittest.TextTestRunner(verbosity=1).run(suite)
-    sys.exit(0 if result.wasSuccessful() else 1)
+    unittest.main()
