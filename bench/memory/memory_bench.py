@@ -15,7 +15,8 @@ usage: python3 bench/memory/memory_bench.py --build BUILD --out OUT PART...
                     2.4x the GPU, sum(P) + max(E) about 0.7x) under every
                     policy, --runs times each: all finish with the losses
                     of the jobs alone, and the mix's throughput against
-                    running the jobs one after another
+                    running the jobs one after another (--short-steps: the
+                    same peaks in steps of tens of milliseconds)
         iterations  one job alone per way of syncing (every step, every
                     layer, never): gshare-top's iteration count against
                     the steps taken
@@ -282,15 +283,23 @@ def mixes(args):
         if args.jobs and count not in args.jobs:
             continue
         batch = int((peak - 0.05) * total / per_row) // 1024 * 1024
+        scratch = []
+        if args.short_steps:
+            # The same peak from a small batch and a scratch buffer: a step
+            # of tens of milliseconds instead of about a second.
+            batch = min(batch, 16384)
+            scratch_gib = max(0.0, (peak - 0.05) * total - batch * per_row) / GiB
+            scratch = ["--scratch-gib", f"{scratch_gib:.2f}"]
         specs = [["--seed", str(s), "--steps", str(args.steps), "--batch", str(batch),
-                  "--bank-gib", f"{bank_gib:.2f}"] for s in range(1, count + 1)]
+                  "--bank-gib", f"{bank_gib:.2f}", *scratch] for s in range(1, count + 1)]
         alone = []
         for i, spec in enumerate(specs):
             [r], _, _ = run_jobs(f"mix{count}-alone{i}", [spec], args, gshare=False)
             alone.append(r)
         sequential = sum(r["seconds"] for r in alone)
         sequential_work = sum(r["last_step_seconds"] or r["seconds"] for r in alone)
-        mix = {"jobs": count, "peak_share": peak, "batch": batch, "sequential_seconds": round(sequential, 3),
+        mix = {"jobs": count, "peak_share": peak, "batch": batch, "scratch_args": scratch,
+               "sequential_seconds": round(sequential, 3),
                "sequential_work_seconds": round(sequential_work, 3),
                "alone_exit_seconds": [round(r["seconds"] - (r["last_step_seconds"] or r["seconds"]), 3)
                                       for r in alone],
@@ -457,6 +466,9 @@ def main():
     ap.add_argument("--policies", nargs="*", default=None, help="mixes: a subset of " + " ".join(POLICIES))
     ap.add_argument("--jobs", nargs="*", type=int, default=None, help="mixes: only mixes of these job counts")
     ap.add_argument("--mix-timeout", type=float, default=120, help="mixes: seconds a run may take")
+    ap.add_argument("--short-steps", action="store_true",
+                    help="mixes: each job's peak mostly from a per-step scratch buffer beside a small "
+                         "batch, for steps of tens of milliseconds")
     ap.add_argument("parts", nargs="+", choices=["oversized", "twenty", "allocators", "mixes", "iterations"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)

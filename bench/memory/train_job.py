@@ -35,6 +35,9 @@ def main():
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--batch", type=int, default=65536)
     p.add_argument("--bank-gib", type=float, default=0.0)
+    p.add_argument("--scratch-gib", type=float, default=0.0,
+                   help="per step, a buffer of this many GiB written once and freed with the "
+                        "activations: a large ephemeral peak for a short step")
     p.add_argument("--log", default="")
     p.add_argument("--ready", default="", help="file created once the model is built")
     p.add_argument("--start", default="", help="wait for this file before the first step")
@@ -71,6 +74,10 @@ def main():
         y = torch.randint(0, 16, (args.batch,), device=device, generator=generator)
         rows = torch.randint(0, bank.shape[0], (args.batch,), device=device, generator=generator)
         x = x + bank.index_select(0, rows)
+        scratch = None
+        if args.scratch_gib > 0:
+            scratch = torch.empty(int(args.scratch_gib * 2**30), dtype=torch.uint8, device=device)
+            scratch.fill_(step & 0xFF)
         if args.sync == "piece":
             out = x
             for layer in model:
@@ -83,7 +90,7 @@ def main():
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        del x, y, rows, out
+        del x, y, rows, out, scratch
         if args.sync == "never":
             pending.append(loss.detach())
             continue
