@@ -66,6 +66,25 @@ struct SyncPattern {
   uint64_t iterations_at_found = 0;
   uint64_t revoked = 0;
 
+  // As at start: no gap seen, no pattern (under the caller's reset of the
+  // mutex).
+  void reset() {
+    last_launches = 0;
+    count = 0;
+    period.store(0);
+    phase = 0;
+    boundary_ns = 0;
+    iterations = 0;
+    iteration_ns = 0;
+    launches_per_iteration = 0;
+    last_was_boundary = true;
+    lost_period = 0;
+    lost_at_count = 0;
+    lost_launches_per_iteration = 0;
+    iterations_at_found = 0;
+    revoked = 0;
+  }
+
   void end_pattern() {
     uint64_t counted = iterations - iterations_at_found;
     revoked = counted < kProbation ? counted : 0;
@@ -162,6 +181,7 @@ std::atomic<bool> g_window_open{true};
 uint64_t g_window_opened_ns = 0;
 uint64_t g_window_closed_ns = 0;
 uint64_t g_next_analysis_ns = 0;  // age of the window at its next analysis
+uint64_t g_launches_at_last_tick = 0;
 
 struct LaunchPattern {
   std::atomic<uint32_t> period{0};  // launches per iteration; 0: none
@@ -405,9 +425,8 @@ void record_memory_event(bool allocation, uint64_t launches, uint64_t now_ns) {
 }
 
 void tick(uint64_t launches, uint64_t now_ns) {
-  static uint64_t launches_at_last_tick = 0;
-  bool launching = launches != launches_at_last_tick;
-  launches_at_last_tick = launches;
+  bool launching = launches != g_launches_at_last_tick;
+  g_launches_at_last_tick = launches;
   if (g_syncs.period > 0) forget_stale_sync_pattern(launches);
   if (g_window_open.load() && g_syncs.period > 0) {
     close_window(now_ns);  // iterations come from syncs
@@ -473,16 +492,22 @@ Estimate current(uint64_t launches) {
 }
 
 void forget_after_fork() {
+  // The child's launch count starts again from zero: a gap measured from
+  // the parent's count would wrap.
   g_syncs.mutex = PTHREAD_MUTEX_INITIALIZER;
-  g_syncs.period.store(0);
-  g_syncs.count = 0;
-  g_syncs.iterations = 0;
-  g_syncs.lost_period = 0;
+  g_syncs.reset();
   g_window_open.store(false);
+  g_filled.store(0);
+  g_window_opened_ns = 0;
+  g_window_closed_ns = 0;
+  g_next_analysis_ns = 0;
+  g_launches_at_last_tick = 0;
   g_launches.period.store(0);
+  g_launches.anchor_function.store(nullptr);
+  g_launches.anchor_number.store(0);
+  g_launches.iteration_ns.store(0);
   g_launches.iterations_before.store(0);
   g_uncounted_from.store(0);
-  g_window_closed_ns = 0;
 }
 
 }  // namespace gshare::scheduler::iterations
