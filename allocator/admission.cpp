@@ -11,7 +11,6 @@
 #include "base/saturating.h"
 #include "intercept/driver_api.h"
 #include "intercept/log.h"
-#include "scheduler/launch_gate.h"
 #include "scheduler/token.h"
 #include "shm/futex.h"
 #include "shm/region.h"
@@ -49,7 +48,7 @@ bool take_turn(Arbiter& arbiter, MemoryClass kind, Deadline&& deadline_ns) {
   if (kind != MemoryClass::kEphemeral) return true;
   // Its iteration's first ephemeral allocation is where a holder asked to
   // yield may hand over: its last iteration's memory is free.
-  if (scheduler::holds_token(arbiter)) scheduler::end_slice_between_iterations(arbiter);
+  if (scheduler::holds_token(arbiter)) scheduler::end_slice_between_iterations(arbiter, drain_current_context);
   if (scheduler::holds_token(arbiter)) return true;
   return scheduler::wait_for_token(arbiter, while_waiting_for_turn, deadline_ns());
 }

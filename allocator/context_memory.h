@@ -8,7 +8,7 @@
 // context memory is that figure minus what gshare counted as allocations,
 // charged to the process's slot, and refreshed by the upkeep thread because
 // lazy module loading keeps growing it: every second while it changes, less
-// often (up to every 8 s) once it is stable (allocator/upkeep.cpp).
+// often (up to every 8 s) once it is stable (runtime/upkeep.cpp).
 // Where NVML is missing, or does not list this process (its PID namespace
 // differs from NVML's), the estimate stays 0 and a message says so once.
 #pragma once

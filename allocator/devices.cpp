@@ -9,7 +9,6 @@
 #include <new>
 
 #include "allocator/context_memory.h"
-#include "allocator/upkeep.h"
 #include "intercept/driver_api.h"
 #include "intercept/log.h"
 #include "scheduler/token.h"
@@ -31,6 +30,7 @@ namespace {
 
 Options g_options;
 pthread_mutex_t g_attach_mutex = PTHREAD_MUTEX_INITIALIZER;
+void (*g_on_attach)() = nullptr;
 
 // /proc/self/stat field 22: with the pid, it tells a reused pid apart.
 uint64_t process_start_ticks() {
@@ -130,7 +130,7 @@ Device* attach(int ordinal) {
       d.attached.store(true, std::memory_order_release);
       update_only_slot();
       refresh_context_bytes(d);
-      start_upkeep();
+      if (g_on_attach) g_on_attach();
     }
   }
   pthread_mutex_unlock(&g_attach_mutex);
@@ -139,8 +139,9 @@ Device* attach(int ordinal) {
 
 }  // namespace
 
-void configure_devices(const Options& options) {
+void configure_devices(const Options& options, void (*on_attach)()) {
   g_options = options;
+  g_on_attach = on_attach;
   if (detail::g_devices) return;
   Device* devices = reinterpret_cast<Device*>(g_device_storage);
   for (int i = 0; i < kMaxDevices; ++i) new (&devices[i]) Device();
@@ -149,6 +150,10 @@ void configure_devices(const Options& options) {
 
 uint64_t quota_for(uint64_t physical_bytes) {
   return quota_on_gpu(g_options.mem_limit, physical_bytes);
+}
+
+void drain_current_context() {
+  if (driver().ctx_synchronize) driver().ctx_synchronize();
 }
 
 void format_uuid(const CUuuid& uuid, char* out, size_t out_len) {

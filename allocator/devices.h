@@ -28,8 +28,14 @@ struct Device {
   std::atomic<bool> attached{false};
 };
 
-// Keeps the options for attaching devices later. Called once at cuInit.
-void configure_devices(const Options& options);
+// Keeps the options for attaching devices later, and `on_attach`, called
+// each time a device attaches (the runtime starts its upkeep thread
+// there). Called once at cuInit.
+void configure_devices(const Options& options, void (*on_attach)());
+
+// Waits for the calling thread's current context to finish its queued
+// work: a hand-over that must drain before the next job runs.
+void drain_current_context();
 
 // The device of the calling thread's current context, attached. Null when
 // the thread has no context (the driver call will then fail by itself).

@@ -9,7 +9,7 @@
 // plainly open, a capture in progress, several GPUs, an unbound driver)
 // goes to the cold `_slow` twin, which may wait for the launch token.
 #include "intercept/interception.h"
-#include "scheduler/launch_gate.h"
+#include "runtime/launch_gate.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
@@ -18,15 +18,15 @@ using namespace gshare::intercept;
   namespace {                                                                             \
   [[gnu::noinline, gnu::cold]] CUresult name##_slow params {                             \
     if (!hooks_active()) return REAL(name) args;                                          \
-    scheduler::LaunchTicket ticket = scheduler::before_launch_slow(stream, what);         \
+    runtime::LaunchTicket ticket = runtime::before_launch_slow(stream, what);         \
     CUresult result = REAL(name) args;                                                    \
-    scheduler::after_launch_slow(ticket, stream, result);                                 \
+    runtime::after_launch_slow(ticket, stream, result);                                 \
     return result;                                                                        \
   }                                                                                       \
   }                                                                                       \
   GSHARE_HOOK(CUresult, name, params) {                                                   \
     void* real = __atomic_load_n(&g_real[int(HookId::id_##name)], __ATOMIC_RELAXED);      \
-    if (GSHARE_LIKELY(real != nullptr && hooks_active() && scheduler::launch_fast_path())) \
+    if (GSHARE_LIKELY(real != nullptr && hooks_active() && runtime::launch_fast_path())) \
       return reinterpret_cast<decltype(&name)>(real) args;                                \
     return name##_slow args;                                                              \
   }

@@ -4,13 +4,13 @@
 #pragma once
 
 #include "allocator/tracked_memory.h"
-#include "scheduler/launch_gate.h"
+#include "runtime/launch_gate.h"
 
 namespace gshare::intercept {
 
 // Passes `result` on, noting an allocation if it succeeded.
 inline CUresult note_allocation(CUresult result) {
-  if (result == CUDA_SUCCESS) scheduler::note_memory_event(true);
+  if (result == CUDA_SUCCESS) runtime::note_memory_event(true);
   return result;
 }
 
@@ -19,7 +19,7 @@ inline CUresult note_allocation(CUresult result) {
 template <class Call>
 CUresult free_noted(CUdeviceptr dptr, Call&& call) {
   CUresult result = allocator::free_tracked(dptr, call);
-  if (result == CUDA_SUCCESS) scheduler::note_memory_event(false);
+  if (result == CUDA_SUCCESS) runtime::note_memory_event(false);
   return result;
 }
 

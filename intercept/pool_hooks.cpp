@@ -5,7 +5,7 @@
 #include "allocator/tracked_memory.h"
 #include "intercept/interception.h"
 #include "intercept/memory_events.h"
-#include "scheduler/launch_gate.h"
+#include "runtime/launch_gate.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
@@ -15,7 +15,7 @@ namespace {
 // taken now, and the graph's memory is charged through the device's graph
 // pool. Such calls pass straight through.
 bool capturing(CUstream stream) {
-  return scheduler::stream_is_being_captured(stream);
+  return runtime::stream_is_being_captured(stream);
 }
 
 template <class Call>

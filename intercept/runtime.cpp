@@ -6,11 +6,11 @@
 #include "allocator/devices.h"
 #include "allocator/python_api.h"
 #include "allocator/tracked_memory.h"
-#include "allocator/upkeep.h"
 #include "intercept/driver_api.h"
 #include "intercept/hook_ids.h"
 #include "intercept/log.h"
-#include "scheduler/launch_gate.h"
+#include "runtime/launch_gate.h"
+#include "runtime/upkeep.h"
 #include "scheduler/token.h"
 
 extern char** environ;
@@ -28,8 +28,8 @@ void after_fork_in_child() {
   allocator::ledger().clear_after_fork();
   allocator::forget_devices_after_fork();
   allocator::forget_classes_after_fork();
-  allocator::forget_upkeep_after_fork();
-  scheduler::forget_launch_state_after_fork();
+  runtime::forget_upkeep_after_fork();
+  runtime::forget_launch_state_after_fork();
 }
 
 // Python's exit has begun: the program's own work is done. A framework's
@@ -68,7 +68,7 @@ void start_once() {
     g_state.store(int(RuntimeState::kDisabled));
     return;
   }
-  allocator::configure_devices(g_options);
+  allocator::configure_devices(g_options, runtime::start_upkeep);
   allocator::configure_admission(g_options);
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
   g_start_result = StartResult::kReady;

@@ -2,7 +2,7 @@
 // is where freed pool memory is re-measured and where iteration boundaries
 // show (scheduler/iterations.h).
 #include "intercept/interception.h"
-#include "scheduler/launch_gate.h"
+#include "runtime/launch_gate.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
@@ -13,20 +13,20 @@ namespace {
 template <class Call>
 CUresult host_sync(Call&& call) {
   if (!hooks_active()) return call();
-  bool ends_iteration = scheduler::before_host_sync();
+  bool ends_iteration = runtime::before_host_sync();
   CUresult result = call();
-  scheduler::after_host_sync(ends_iteration);
+  runtime::after_host_sync(ends_iteration);
   return result;
 }
 
 CUresult after_begin_capture(CUresult result) {
-  if (result == CUDA_SUCCESS) scheduler::note_capture_begun();
+  if (result == CUDA_SUCCESS) runtime::note_capture_begun();
   return result;
 }
 
 CUresult after_end_capture(CUresult result) {
   // The capture ends even when the driver reports it invalidated.
-  scheduler::note_capture_ended();
+  runtime::note_capture_ended();
   return result;
 }
 }  // namespace

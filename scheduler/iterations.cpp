@@ -5,7 +5,12 @@
 #include <atomic>
 
 #include "intercept/log.h"
-#include "scheduler/launch_gate.h"
+#include "scheduler/launch_detours.h"
+
+namespace gshare::scheduler {
+// One for the first observation window, open from the first launch.
+std::atomic<int> g_launch_detours{1};
+}  // namespace gshare::scheduler
 
 namespace gshare::scheduler::iterations {
 

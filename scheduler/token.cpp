@@ -521,6 +521,13 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
   }
 }
 
+void end_slice_between_iterations(Arbiter& arbiter, void (*drain)()) {
+  Slot* slot = arbiter.slot();
+  uint32_t gate = slot->gate.load(std::memory_order_acquire);
+  if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && !arbiter.holds_unsettled_memory(arbiter.own_slot()))
+    end_slice(arbiter, drain);
+}
+
 void end_slice(Arbiter& arbiter, void (*drain)()) {
   JobTable t;
   Region& r = *arbiter.region();

@@ -80,6 +80,11 @@ bool slice_past_limit(const shm::Token& token, const shm::Slot& holder, uint64_t
 // waits for the memory it holds steps aside for it.)
 void end_slice(shm::Arbiter& arbiter, void (*drain)());
 
+// The holder is about to allocate ephemeral memory while it holds none (it
+// is between iterations): if asked to yield, it hands over here, before
+// the allocation, as it would at an iteration boundary.
+void end_slice_between_iterations(shm::Arbiter& arbiter, void (*drain)());
+
 // The holder's work is drained (a host sync returned). Under priority it
 // lends the GPU to a waiting lower-priority job until it launches again.
 void lend_while_idle(shm::Arbiter& arbiter);

@@ -6,14 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <cstdint>
-
-namespace gshare::scheduler {
-// Defined by the launch gate in the library: how many reasons send every
-// launch to the slow path. Detection only counts windows on it.
-std::atomic<int> g_launch_detours{1};
-}  // namespace gshare::scheduler
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "scheduler/launch_gate.h"
+#include "runtime/launch_gate.h"
 
 #include <pthread.h>
 
@@ -11,9 +11,9 @@
 #include "scheduler/token.h"
 #include "shm/region.h"
 
-namespace gshare::scheduler {
+namespace gshare::runtime {
 
-std::atomic<int> g_launch_detours{1};  // the first iteration-observation window
+using namespace scheduler;
 
 namespace {
 
@@ -24,10 +24,6 @@ bool stream_is_capturing(CUstream stream) {
   if (!driver().stream_is_capturing || driver().stream_is_capturing(stream, &status) != CUDA_SUCCESS)
     return false;
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-void drain_current_context() {
-  if (driver().ctx_synchronize) driver().ctx_synchronize();
 }
 
 // Priority's bound on a lower job's in-flight work: an event after each of
@@ -138,7 +134,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
     if (!(gate & shm::kGateOpen)) {
       wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
-      end_slice(arbiter, drain_current_context);
+      end_slice(arbiter, allocator::drain_current_context);
     } else if (gate & shm::kGateFirstLaunch) {
       // The first launch since a switch made this job the holder: the
       // switch's cost ends here (scheduler/token.h). Then the gate is read
@@ -179,7 +175,7 @@ bool before_host_sync() {
     shm::Arbiter& arbiter = device.account.arbiter();
     if (boundary && (gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
         slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot()))
-      end_slice(arbiter, drain_current_context);
+      end_slice(arbiter, allocator::drain_current_context);
   });
   return boundary;
 }
@@ -216,7 +212,7 @@ void after_host_sync(bool ends_iteration) {
           arbiter.update([&] { slot->handover_began_mono_ns = shm::mono_now_ns(); });
           allocator::give_back_cache_before_switch();
         }
-        end_slice(arbiter, drain_current_context);
+        end_slice(arbiter, allocator::drain_current_context);
         if (giving_back) arbiter.update([&] { slot->handover_began_mono_ns = 0; });
       } else if (gate & shm::kGateOpen) {
         lend_while_idle(arbiter);
@@ -236,14 +232,6 @@ void after_host_sync(bool ends_iteration) {
   allocator::ask_framework_counts();
 }
 
-void end_slice_between_iterations(shm::Arbiter& arbiter) {
-  shm::Slot* slot = arbiter.slot();
-  uint32_t gate = slot->gate.load(std::memory_order_acquire);
-  if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
-      !arbiter.holds_unsettled_memory(arbiter.own_slot()))
-    end_slice(arbiter, drain_current_context);
-}
-
 void note_memory_event(bool allocation) {
   if (iterations::observing()) iterations::record_memory_event(allocation, process_launches(), shm::mono_now_ns());
 }
@@ -256,9 +244,6 @@ uint64_t process_launches() {
   return total;
 }
 
-}  // namespace gshare::scheduler
-
-namespace gshare::scheduler {
 
 void scheduler_tick() {
   uint64_t launches = process_launches();
@@ -279,4 +264,4 @@ void scheduler_tick() {
   });
 }
 
-}  // namespace gshare::scheduler
+}  // namespace gshare::runtime

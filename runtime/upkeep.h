@@ -5,10 +5,10 @@
 // refreshes this process's context memory and its pools' charges.
 #pragma once
 
-namespace gshare::allocator {
+namespace gshare::runtime {
 
 void start_upkeep();
 // In a fork()ed child: threads do not survive fork; start again on attach.
 void forget_upkeep_after_fork();
 
-}  // namespace gshare::allocator
+}  // namespace gshare::runtime

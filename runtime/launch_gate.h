@@ -1,5 +1,8 @@
 // The gate every kernel and graph launch passes: the launch token
-// (scheduler/token.h) and the launch count gshare-top shows.
+// (scheduler/token.h) and the launch count gshare-top shows. With the host
+// syncs around it, this is where the allocator and the scheduler meet: a
+// sync that ends an iteration drives classification, give-backs and the
+// hand-over.
 //
 // The fast path is a few relaxed loads and one relaxed atomic add: no
 // syscall, no lock, no clock, no driver call. It applies when nothing in
@@ -16,13 +19,9 @@
 #include <atomic>
 
 #include "allocator/devices.h"
+#include "scheduler/launch_detours.h"
 
-namespace gshare::scheduler {
-
-// > 0 sends every launch of the process to the slow path: one for each
-// stream capture in progress and one while an iteration-observation window
-// is open (scheduler/iterations.h).
-extern std::atomic<int> g_launch_detours;
+namespace gshare::runtime {
 
 void note_capture_begun();
 void note_capture_ended();
@@ -31,7 +30,7 @@ bool stream_is_being_captured(CUstream stream);
 void forget_launch_state_after_fork();
 
 inline bool launch_fast_path() {
-  if (g_launch_detours.load(std::memory_order_relaxed) != 0) return false;
+  if (scheduler::g_launch_detours.load(std::memory_order_relaxed) != 0) return false;
   shm::Slot* slot = allocator::only_slot();
   if (slot == nullptr) return false;
   if (slot->gate.load(std::memory_order_relaxed) != shm::kGateOpen) return false;
@@ -57,11 +56,6 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 bool before_host_sync();
 void after_host_sync(bool ends_iteration);
 
-// The holder is about to allocate ephemeral memory while it holds none (it
-// is between iterations): if asked to yield, it hands over here, before
-// the allocation, as it would at an iteration boundary.
-void end_slice_between_iterations(shm::Arbiter& arbiter);
-
 // The process's launches on every GPU it uses.
 uint64_t process_launches();
 
@@ -73,4 +67,4 @@ void note_memory_event(bool allocation);
 // figures gshare-top shows, and the holder's token time.
 void scheduler_tick();
 
-}  // namespace gshare::scheduler
+}  // namespace gshare::runtime

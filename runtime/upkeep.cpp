@@ -1,4 +1,4 @@
-#include "allocator/upkeep.h"
+#include "runtime/upkeep.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -11,9 +11,11 @@
 #include "allocator/devices.h"
 #include "allocator/pools.h"
 #include "intercept/log.h"
-#include "scheduler/launch_gate.h"
+#include "runtime/launch_gate.h"
 
-namespace gshare::allocator {
+namespace gshare::runtime {
+
+using namespace allocator;
 
 namespace {
 std::atomic<bool> g_started{false};
@@ -51,7 +53,7 @@ void* upkeep_loop(void*) {
                                       : std::min(context_every * 2, kMaxTicksPerContextRefresh);
       context_next = tick + context_every;
     }
-    scheduler::scheduler_tick();
+    scheduler_tick();
   }
   return nullptr;
 }
@@ -76,4 +78,4 @@ void start_upkeep() {
 
 void forget_upkeep_after_fork() { g_started.store(false); }
 
-}  // namespace gshare::allocator
+}  // namespace gshare::runtime

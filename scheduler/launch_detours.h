@@ -1,0 +1,13 @@
+// How many reasons send every launch of the process to the launch gate's
+// slow path (runtime/launch_gate.h): one for each stream capture in
+// progress and one while an iteration-observation window is open
+// (scheduler/iterations.h). Zero lets launches take the fast path.
+#pragma once
+
+#include <atomic>
+
+namespace gshare::scheduler {
+
+extern std::atomic<int> g_launch_detours;
+
+}  // namespace gshare::scheduler
