@@ -39,15 +39,18 @@
 
 namespace gshare::scheduler {
 
+// A job's scheduling settings in the units the token uses. Made only by
+// job_settings, from the options: their defaults are the options' own
+// (intercept/options.h), written once.
 struct JobSettings {
-  Policy policy = Policy::kFair;
+  Policy policy{};
   bool policy_given = false;
-  uint64_t quantum_ns = 20'000'000;
-  uint64_t idle_ns = 100'000'000;
-  uint64_t slice_max_ns = 200'000'000;
+  uint64_t quantum_ns = 0;
+  uint64_t idle_ns = 0;
+  uint64_t slice_max_ns = 0;
   uint64_t expected_ns = 0;
   uint64_t expected_iters = 0;
-  uint32_t weight = 1;
+  uint32_t weight = 0;
   int32_t priority = 0;
   bool strict_handover = false;
 };
