@@ -11,7 +11,7 @@
 #include "allocator/site_classes.h"
 #include "allocator/tracked_memory.h"
 #include "base/saturating.h"
-#include "intercept/log.h"
+#include "base/log.h"
 
 namespace gshare::allocator {
 

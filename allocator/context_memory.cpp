@@ -5,8 +5,8 @@
 #include <atomic>
 
 #include "allocator/devices.h"
-#include "intercept/driver_api.h"
-#include "intercept/log.h"
+#include "base/driver_api.h"
+#include "base/log.h"
 
 namespace gshare::allocator {
 

@@ -1,7 +1,7 @@
 #include "allocator/device_account.h"
 
 #include "base/saturating.h"
-#include "intercept/log.h"
+#include "base/log.h"
 #include "shm/futex.h"
 #include "shm/robust_mutex.h"
 

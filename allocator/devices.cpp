@@ -9,8 +9,8 @@
 #include <new>
 
 #include "allocator/context_memory.h"
-#include "intercept/driver_api.h"
-#include "intercept/log.h"
+#include "base/driver_api.h"
+#include "base/log.h"
 #include "scheduler/token.h"
 #include "shm/region.h"
 

@@ -1,7 +1,7 @@
 #include "allocator/framework_caches.h"
 
 #include "allocator/python_api.h"
-#include "intercept/hook_ids.h"
+#include "base/hook_depth.h"
 
 namespace gshare::allocator {
 
@@ -27,9 +27,9 @@ void* g_empty_function = nullptr;  // a new reference, kept; under the GIL
 // The frameworks' frees must be counted: they run with this thread marked
 // outside gshare, then the mark is restored.
 struct OutsideGshare {
-  int saved = intercept::t_hook_depth;
-  OutsideGshare() { intercept::t_hook_depth = 0; }
-  ~OutsideGshare() { intercept::t_hook_depth = saved; }
+  int saved = t_hook_depth;
+  OutsideGshare() { t_hook_depth = 0; }
+  ~OutsideGshare() { t_hook_depth = saved; }
 };
 
 }  // namespace

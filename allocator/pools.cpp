@@ -7,8 +7,8 @@
 #include "allocator/admission.h"
 #include "allocator/devices.h"
 #include "allocator/tracked_memory.h"
-#include "intercept/driver_api.h"
-#include "intercept/log.h"
+#include "base/driver_api.h"
+#include "base/log.h"
 
 namespace gshare::allocator {
 

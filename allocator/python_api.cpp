@@ -6,7 +6,7 @@
 
 #include <atomic>
 
-#include "intercept/real_dlsym.h"
+#include "base/real_dlsym.h"
 
 namespace gshare::allocator {
 
@@ -19,7 +19,7 @@ pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 template <class T>
 void find(T* out, const char* name) {
-  *out = reinterpret_cast<T>(intercept::real_dlsym()(RTLD_DEFAULT, name));
+  *out = reinterpret_cast<T>(real_dlsym()(RTLD_DEFAULT, name));
 }
 
 void look_up() {

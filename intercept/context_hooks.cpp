@@ -2,7 +2,7 @@
 // it (cudaDeviceReset does this), so gshare forgets them and gives their
 // bytes back. The primary context dies on reset or on its last release.
 #include "allocator/tracked_memory.h"
-#include "intercept/driver_api.h"
+#include "base/driver_api.h"
 #include "intercept/interception.h"
 
 using namespace gshare;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "base/hook_depth.h"
 #include "intercept/hook_list.h"
 
 namespace gshare::intercept {
@@ -52,11 +53,6 @@ enum class RuntimeState : int {
   kRefused = 3,   // bad configuration: cuInit fails, everything passes through
 };
 extern std::atomic<int> g_state;
-
-// Depth of gshare frames on this thread. Plain __thread with the
-// initial-exec model: one %fs-relative load, no TLS wrapper call and no
-// allocation on first touch (gshare is loaded at startup, so static TLS).
-extern __thread int t_hook_depth __attribute__((tls_model("initial-exec")));
 
 inline bool hooks_active() {
   return g_state.load(std::memory_order_relaxed) == int(RuntimeState::kActive) && t_hook_depth == 0;

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "intercept/hook_ids.h"
-#include "intercept/log.h"
-#include "intercept/real_dlsym.h"
+#include "base/log.h"
+#include "base/real_dlsym.h"
 
 #define GSHARE_DECLARE_WRAPPER(name) extern "C" void name();
 GSHARE_CUDA_HOOKS(GSHARE_DECLARE_WRAPPER)
@@ -18,7 +18,6 @@ namespace gshare::intercept {
 
 void* g_real[int(HookId::kCount)];
 std::atomic<int> g_state{int(RuntimeState::kWaiting)};
-__thread int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 

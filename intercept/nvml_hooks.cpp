@@ -4,9 +4,9 @@
 // nvidia-smi (not preloaded) still see the real GPU.
 #include "allocator/devices.h"
 #include "allocator/memory_view.h"
-#include "intercept/driver_api.h"
+#include "base/driver_api.h"
 #include "intercept/interception.h"
-#include "intercept/nvml_abi.h"
+#include "base/nvml_abi.h"
 #include "intercept/runtime.h"
 
 using namespace gshare;

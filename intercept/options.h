@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "intercept/log.h"
+#include "base/log.h"
 #include "scheduler/policy.h"
 
 namespace gshare {

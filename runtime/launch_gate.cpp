@@ -6,7 +6,7 @@
 #include "allocator/classifier.h"
 #include "allocator/framework_counts.h"
 #include "allocator/pools.h"
-#include "intercept/driver_api.h"
+#include "base/driver_api.h"
 #include "scheduler/iterations.h"
 #include "scheduler/token.h"
 #include "shm/region.h"

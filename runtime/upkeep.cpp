@@ -10,7 +10,7 @@
 #include "allocator/context_memory.h"
 #include "allocator/devices.h"
 #include "allocator/pools.h"
-#include "intercept/log.h"
+#include "base/log.h"
 #include "runtime/launch_gate.h"
 
 namespace gshare::runtime {

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "intercept/log.h"
+#include "base/log.h"
 #include "scheduler/launch_detours.h"
 
 namespace gshare::scheduler {

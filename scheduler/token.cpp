@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "intercept/log.h"
+#include "base/log.h"
 #include "shm/futex.h"
 #include "shm/region.h"
 

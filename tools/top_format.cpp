@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "intercept/log.h"
+#include "base/log.h"
 
 namespace gshare::top {
 

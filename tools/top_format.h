@@ -32,7 +32,7 @@ std::string format_percent(double fraction);
 // Replaces what a terminal would interpret (C0/C1 controls, DEL, malformed
 // UTF-8) by '?'. Region contents are written by other processes and must not
 // be able to move the cursor or change the title. The rule is gshare's one
-// escaping rule (gshare::printable_length, intercept/log.h), which its
+// escaping rule (gshare::printable_length, base/log.h), which its
 // messages on stderr follow too.
 std::string sanitize_for_terminal(std::string_view text);
 

@@ -1,12 +1,12 @@
 // The few driver and NVML functions gshare itself calls, as typed pointers
 // to the *real* functions. allocator/ and scheduler/ call the driver only
 // through this table, so they never know symbol names and unit tests can
-// fill it with fakes. intercept/driver_api.cpp fills it.
+// fill it with fakes. base/driver_api.cpp fills it.
 #pragma once
 
 #include <cuda.h>
 
-#include "intercept/nvml_abi.h"
+#include "base/nvml_abi.h"
 
 namespace gshare {
 

@@ -1,10 +1,10 @@
-#include "intercept/driver_api.h"
+#include "base/driver_api.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include "intercept/log.h"
-#include "intercept/real_dlsym.h"
+#include "base/log.h"
+#include "base/real_dlsym.h"
 
 namespace gshare {
 
@@ -16,8 +16,8 @@ bool g_nvml_ok = false;
 
 template <class Fn>
 void look_up(void* handle, Fn* slot, const char* name, const char* fallback = nullptr) {
-  void* f = intercept::real_dlsym()(handle, name);
-  if (!f && fallback) f = intercept::real_dlsym()(handle, fallback);
+  void* f = real_dlsym()(handle, name);
+  if (!f && fallback) f = real_dlsym()(handle, fallback);
   *slot = reinterpret_cast<Fn>(f);
 }
 

@@ -1,4 +1,4 @@
-#include "intercept/log.h"
+#include "base/log.h"
 
 #include <time.h>
 #include <unistd.h>
