@@ -138,7 +138,7 @@ void while_waiting_for_turn() {
   answer_release_requests();
   TurnWait& w = t_turn_wait;
   if (!w.arbiter) return;
-  ask_for_releases_if_due(*w.arbiter, *w.requests, shm::mono_now_ns());
+  ask_for_releases_if_due(*w.arbiter, *w.requests, mono_now_ns());
 }
 
 void tell_wait_begins(const Device& device, const char* call, uint64_t bytes,
@@ -184,14 +184,14 @@ void configure_admission(const Options& options) { g_timeout_s = options.admit_t
 void take_turn_without_memory(Device& device) {
   if (device.account.shared())
     take_turn(device.account.arbiter(), MemoryClass::kEphemeral,
-              [] { return shm::mono_now_ns() + turn_wait_ns(); });
+              [] { return mono_now_ns() + turn_wait_ns(); });
 }
 
 bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
                                uint64_t* started_ns) {
   DeviceAccount& account = device.account;
   if (!account.shared() || g_timeout_s <= 0 || !driver().mem_get_info) return false;
-  uint64_t now = shm::mono_now_ns();
+  uint64_t now = mono_now_ns();
   if (*started_ns == 0) {
     *started_ns = now;
     GSHARE_INFO("%s of %.1f MiB on GPU %s: the driver is out of memory that gshare had "
@@ -212,7 +212,7 @@ bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
     size_t free_bytes = 0, total = 0;
     freed = driver().mem_get_info(&free_bytes, &total) == CUDA_SUCCESS && free_bytes >= bytes;
     if (!freed) shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
-    now = shm::mono_now_ns();
+    now = mono_now_ns();
   }
   return freed;
 }
@@ -239,7 +239,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
   uint64_t start = 0, deadline = 0;
   auto started = [&] {
     if (start == 0) {
-      start = shm::mono_now_ns();
+      start = mono_now_ns();
       deadline = start + uint64_t(std::max(0.0, g_timeout_s) * 1e9);
     }
     return start;
@@ -257,7 +257,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     result = reserve();
     if (!must_wait(result.status)) break;
     started();
-    now = shm::mono_now_ns();
+    now = mono_now_ns();
     if (now >= deadline) break;
     // Waiting for the lane's space or for memory, the job stays a contender
     // for the token, so that the holder ends its slice at its next boundary
@@ -291,7 +291,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       // Until something changes (a grant, memory given back), then the
       // token again: the policy decides when it comes.
       shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
-      now = shm::mono_now_ns();
+      now = mono_now_ns();
       continue;
     }
     // Until the reservation would be granted.
@@ -300,7 +300,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       answer_release_requests();
       if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
       result = arbiter.would_reserve(bytes, kind);
-      now = shm::mono_now_ns();
+      now = mono_now_ns();
       if (!must_wait(result.status) || now >= deadline) break;
       shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
     }
@@ -322,7 +322,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       }
     });
   }
-  double waited_s = start ? double(shm::mono_now_ns() - start) / 1e9 : 0;
+  double waited_s = start ? double(mono_now_ns() - start) / 1e9 : 0;
   if (turn_timed_out) {
     GSHARE_WARN("%s of %.1f MiB on GPU %s gave up after %.1f s waiting for its turn "
                 "(GSHARE_ADMIT_TIMEOUT_S=%g): other jobs held the GPU",

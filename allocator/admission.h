@@ -41,7 +41,7 @@
 
 #include <cstdint>
 
-#include "intercept/options.h"
+#include "base/options.h"
 #include "shm/arbiter.h"
 
 namespace gshare::allocator {

@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "allocator/device_account.h"
-#include "intercept/options.h"
+#include "base/options.h"
 #include "shm/layout.h"
 
 namespace gshare::allocator {

@@ -101,7 +101,7 @@ int ask_now(const PythonApi& py) {
 // Runs on Python's main thread, holding the GIL, between two bytecodes.
 int answer_on_main_thread(void*) {
   const PythonApi* py = python_api();
-  uint64_t start = shm::mono_now_ns();
+  uint64_t start = mono_now_ns();
   int answered = 0;
   PythonCall call;
   if (!call.allowed()) {
@@ -118,7 +118,7 @@ int answer_on_main_thread(void*) {
     py->err_clear();  // an error of ours stays ours
     py->err_restore(type, value, traceback);
   }
-  uint64_t end = shm::mono_now_ns();
+  uint64_t end = mono_now_ns();
   // The first answer also defines the module: its cost does not repeat.
   uint64_t cost = g_answers++ == 0 ? 0 : end - start;
   uint64_t wait = cost * (kDutyDivisor - 1);
@@ -137,7 +137,7 @@ int answer_on_main_thread(void*) {
 
 void ask_framework_counts() {
   if (g_outstanding.load(std::memory_order_relaxed)) return;
-  if (shm::mono_now_ns() < g_next_ns.load(std::memory_order_relaxed)) return;
+  if (mono_now_ns() < g_next_ns.load(std::memory_order_relaxed)) return;
   if (!python_running()) return;
   if (g_outstanding.exchange(true, std::memory_order_acquire)) return;
   if (!run_on_python_main_thread(answer_on_main_thread)) g_outstanding.store(false, std::memory_order_release);

@@ -65,7 +65,7 @@ void record(Device& device, AllocationKind kind, uint64_t key, uint64_t bytes, u
   a.site = birth.site;
   a.birth_iteration = birth.iteration;
   a.persistent = birth.kind == shm::MemoryClass::kPersistent;
-  a.birth_ns = shm::mono_now_ns();
+  a.birth_ns = mono_now_ns();
   a.handle = handle;
   a.device = int16_t(device.ordinal);
   a.kind = kind;

@@ -29,7 +29,7 @@ void note_mapped(CUdeviceptr address, size_t bytes, CUmemGenericAllocationHandle
   mapping.extent = bytes;
   mapping.handle = handle;
   mapping.kind = AllocationKind::kMapping;
-  mapping.birth_ns = shm::mono_now_ns();
+  mapping.birth_ns = mono_now_ns();
   ledger().insert(mapping);
 }
 

@@ -3,7 +3,7 @@
 // nothing.
 #pragma once
 
-#include "intercept/options.h"
+#include "base/options.h"
 
 namespace gshare::intercept {
 

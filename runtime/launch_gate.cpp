@@ -87,7 +87,7 @@ void note_in_flight(CUstream stream) {
 // Before, not in a shared lane: there the next job needs the ephemeral
 // memory that this one holds until its iteration ends, which a sync marks.
 bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* function) {
-  if (slice_past_limit(own_token(arbiter), *slot, shm::mono_now_ns())) return true;
+  if (slice_past_limit(own_token(arbiter), *slot, mono_now_ns())) return true;
   if (arbiter.lane_is_shared() || arbiter.holds_unsettled_memory(arbiter.own_slot())) return false;
   return iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed));
 }
@@ -139,13 +139,13 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
       // The first launch since a switch made this job the holder: the
       // switch's cost ends here (scheduler/token.h). Then the gate is read
       // again: the token may have moved while we took the lock.
-      note_first_launch(arbiter, shm::mono_now_ns());
+      note_first_launch(arbiter, mono_now_ns());
     } else {
       break;
     }
   }
   uint64_t number = slot->launches.fetch_add(1, std::memory_order_relaxed);
-  if (iterations::observing()) iterations::record_launch(function, number, shm::mono_now_ns());
+  if (iterations::observing()) iterations::record_launch(function, number, mono_now_ns());
   if (gate & shm::kGateBounded) {
     wait_for_in_flight_room(slot);
     ticket.bounded = true;
@@ -186,7 +186,7 @@ void after_host_sync(bool ends_iteration) {
   allocator::for_each_attached_device([&](allocator::Device& device) {
     if (shm::Slot* slot = device.account.slot()) bytes += __atomic_load_n(&slot->allocated_bytes, __ATOMIC_RELAXED);
   });
-  bool boundary = iterations::on_sync(launches, bytes, shm::mono_now_ns());
+  bool boundary = iterations::on_sync(launches, bytes, mono_now_ns());
   if (boundary) {
     iterations::Estimate estimate = iterations::current(launches);
     // Memory is classified against iterations found from syncs only: a
@@ -209,7 +209,7 @@ void after_host_sync(bool ends_iteration) {
         // framework's cache; what stays is live, and the job keeps its turn.
         bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot());
         if (giving_back) {
-          arbiter.update([&] { slot->handover_began_mono_ns = shm::mono_now_ns(); });
+          arbiter.update([&] { slot->handover_began_mono_ns = mono_now_ns(); });
           allocator::give_back_cache_before_switch();
         }
         end_slice(arbiter, allocator::drain_current_context);
@@ -233,7 +233,7 @@ void after_host_sync(bool ends_iteration) {
 }
 
 void note_memory_event(bool allocation) {
-  if (iterations::observing()) iterations::record_memory_event(allocation, process_launches(), shm::mono_now_ns());
+  if (iterations::observing()) iterations::record_memory_event(allocation, process_launches(), mono_now_ns());
 }
 
 uint64_t process_launches() {
@@ -247,7 +247,7 @@ uint64_t process_launches() {
 
 void scheduler_tick() {
   uint64_t launches = process_launches();
-  uint64_t now = shm::mono_now_ns();
+  uint64_t now = mono_now_ns();
   iterations::tick(launches, now);
   iterations::Estimate estimate = iterations::current(launches);
   if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);

@@ -1,18 +1,8 @@
 #include "scheduler/policy.h"
 
-#include <strings.h>
-
 namespace gshare::scheduler {
 
 namespace {
-
-struct Named {
-  Policy policy;
-  const char* name;
-};
-constexpr Named kNames[] = {
-    {Policy::kFifo, "fifo"}, {Policy::kFair, "fair"}, {Policy::kSrtf, "srtf"},
-    {Policy::kPriority, "priority"}, {Policy::kPack, "pack"}};
 
 // The final tie-break: earlier arrival, then lower id. Total, so every
 // policy is deterministic.
@@ -51,29 +41,6 @@ bool better(Policy policy, const Job* jobs, int a, int b, int holder) {
 }
 
 }  // namespace
-
-const char* policy_name(Policy policy) {
-  for (const Named& n : kNames)
-    if (n.policy == policy) return n.name;
-  return "unknown";
-}
-
-bool parse_policy(const char* text, Policy* out) {
-  if (!text) return false;
-  for (const Named& n : kNames) {
-    if (strcasecmp(text, n.name) == 0) {
-      *out = n.policy;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool policy_is_known(uint32_t value) {
-  for (const Named& n : kNames)
-    if (uint32_t(n.policy) == value) return true;
-  return false;
-}
 
 int pick_next(Policy policy, const Job* jobs, int count, int holder) {
   int best = -1;

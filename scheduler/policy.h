@@ -20,21 +20,15 @@
 
 #include <cstdint>
 
-namespace gshare::scheduler {
+#include "base/policy_names.h"
 
-enum class Policy : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4, kPack = 5 };
+namespace gshare::scheduler {
 
 // Whether each lane (scheduler/lanes.h) has its own token: jobs of
 // different lanes then run at once.
 inline bool tokens_per_lane(Policy policy) { return policy == Policy::kPack; }
 
 inline constexpr uint64_t kForever = UINT64_MAX;  // no slice end, or no estimate
-
-// "fifo", "fair", "srtf", "priority", "pack".
-const char* policy_name(Policy policy);
-// Case-insensitive; false for anything else.
-bool parse_policy(const char* text, Policy* out);
-bool policy_is_known(uint32_t value);
 
 struct Job {
   int id = -1;               // slot index live, trace index in the simulator

@@ -447,7 +447,7 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
     s.slice_max_ns = settings.slice_max_ns;
     s.expected_ns = settings.expected_ns;
     s.expected_iters = settings.expected_iters;
-    s.arrival_mono_ns = shm::mono_now_ns();
+    s.arrival_mono_ns = mono_now_ns();
     s.job_state = shm::kJobIdle;
     bool alone = true;
     for (uint32_t i = 0; i < kMaxSlots && alone; ++i)
@@ -470,15 +470,15 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
   const int own = arbiter.own_slot();
   Slot& me = r.slots[own];
   HolderWatch watch;
-  const uint64_t began = shm::mono_now_ns();
+  const uint64_t began = mono_now_ns();
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
     if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) {
-      if (!first) GSHARE_DEBUG("got the token after %.3f s", double(shm::mono_now_ns() - began) / 1e9);
+      if (!first) GSHARE_DEBUG("got the token after %.3f s", double(mono_now_ns() - began) / 1e9);
       return true;
     }
     if (while_waiting) while_waiting();
-    uint64_t now = shm::mono_now_ns();
+    uint64_t now = mono_now_ns();
     if (now >= deadline_ns) {
       step_aside(arbiter);  // stops waiting; gives the token on should it have come meanwhile
       return false;
@@ -535,7 +535,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
   Slot& me = r.slots[own];
   bool must_drain = false;
   auto hand_over = [&](bool drained) {
-    uint64_t now = shm::mono_now_ns();
+    uint64_t now = mono_now_ns();
     int k = token_index(r, own);
     if (holder_slot_locked(arbiter, k) != own) return;
     // Mid-iteration it yields at a later boundary, unless the slice is past
@@ -599,7 +599,7 @@ void lend_while_idle(Arbiter& arbiter) {
   if (region_policy(r.header) != Policy::kPriority) return;
   arbiter.update([&] {
     if (holder_slot_locked(arbiter, 0) != own || arbiter.holds_unsettled_memory(own)) return;
-    uint64_t now = shm::mono_now_ns();
+    uint64_t now = mono_now_ns();
     gather_locked(arbiter, 0, t);
     int current = t.index(own);
     if (current < 0) return;
@@ -622,7 +622,7 @@ void step_aside(Arbiter& arbiter, bool still_waiting) {
   arbiter.update([&] {
     int k = token_index(r, own);
     Slot& me = r.slots[own];
-    uint64_t now = shm::mono_now_ns();
+    uint64_t now = mono_now_ns();
     if (holder_slot_locked(arbiter, k) != own) {
       if (still_waiting) mark_waiting_locked(arbiter, now);
       else if (me.job_state == shm::kJobWaiting) me.job_state = shm::kJobIdle;
@@ -660,7 +660,7 @@ void account_token_time(Arbiter& arbiter) {
   arbiter.update([&] {
     int k = token_index(*arbiter.region(), arbiter.own_slot());
     if (holder_slot_locked(arbiter, k) == arbiter.own_slot())
-      account_locked(arbiter, k, nullptr, shm::mono_now_ns());
+      account_locked(arbiter, k, nullptr, mono_now_ns());
   });
 }
 
@@ -681,11 +681,11 @@ void release_moved_tokens_locked(Arbiter& arbiter) {
   for (uint32_t k = 0; k < shm::kMaxLanes; ++k) {
     int holder = holder_slot_locked(arbiter, int(k));
     if (holder < 0 || token_index(r, holder) == int(k)) continue;
-    account_locked(arbiter, int(k), nullptr, shm::mono_now_ns());
+    account_locked(arbiter, int(k), nullptr, mono_now_ns());
     Slot& s = r.slots[holder];
     s.gate.store(shm::kGateClosed, std::memory_order_release);
     s.job_state = shm::kJobWaiting;
-    s.wait_since_mono_ns = shm::mono_now_ns();
+    s.wait_since_mono_ns = mono_now_ns();
     r.header.tokens[k].holder = 0;
     shm::wake_waiters(r.header);
   }

@@ -33,7 +33,7 @@
 
 #include <cstdint>
 
-#include "intercept/options.h"
+#include "base/options.h"
 #include "scheduler/policy.h"
 #include "shm/arbiter.h"
 
@@ -41,7 +41,7 @@ namespace gshare::scheduler {
 
 // A job's scheduling settings in the units the token uses. Made only by
 // job_settings, from the options: their defaults are the options' own
-// (intercept/options.h), written once.
+// (base/options.h), written once.
 struct JobSettings {
   Policy policy{};
   bool policy_given = false;

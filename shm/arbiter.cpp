@@ -194,8 +194,8 @@ bool plan_keeps_holders_apart(const Region& r, const scheduler::LaneJob* jobs, i
 }
 
 bool tokens_follow_lanes(const RegionHeader& h) {
-  return scheduler::policy_is_known(h.policy) &&
-         scheduler::tokens_per_lane(scheduler::Policy(h.policy));
+  return policy_is_known(h.policy) &&
+         scheduler::tokens_per_lane(Policy(h.policy));
 }
 
 // Writes a plan's lanes back. Under pack a holder moved to another lane

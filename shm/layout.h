@@ -260,7 +260,7 @@ struct alignas(64) RegionHeader {
   // Memory waiters (allocator/admission.h) sleep on it too: it is bumped
   // when memory is given back while someone waits for it.
   alignas(64) std::atomic<uint32_t> token_futex;
-  uint32_t policy;             // scheduler::Policy; set by the first live process
+  uint32_t policy;             // Policy; set by the first live process
   uint64_t handovers;          // times a token changed hands
   uint32_t memory_waiters;     // jobs blocked in an allocation: frees wake them
   uint32_t lane_count;         // lanes with members

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/group_text.h"
 #include "shm/robust_mutex.h"
 
 namespace gshare::shm {
@@ -230,18 +231,6 @@ bool read_exactly(int fd, void* into, size_t bytes, off_t offset) {
   return true;
 }
 
-uint64_t mono_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
-
-uint64_t unix_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 bool region_path(const char* dir, const char* uuid, char* out, size_t out_len) {
   int n = snprintf(out, out_len, "%s/gshare-%s", dir, uuid);
   return n > 0 && size_t(n) < out_len;
@@ -276,21 +265,6 @@ bool header_is_valid(const RegionHeader& h, uint64_t file_bytes, char* why, size
     return false;
   }
   return true;
-}
-
-GroupText parse_group_text(const char* text, gid_t* gid) {
-  const char* digits = text[0] == '+' || text[0] == '-' ? text + 1 : text;
-  if (*digits == '\0') return GroupText::kName;
-  for (const char* p = digits; *p; ++p)
-    if (*p < '0' || *p > '9') return GroupText::kName;
-  if (digits != text) return GroupText::kInvalid;  // a signed number is no gid
-  uint64_t value = 0;
-  for (const char* p = digits; *p; ++p) {
-    value = value * 10 + uint64_t(*p - '0');
-    if (value >= uint64_t(gid_t(-1))) return GroupText::kInvalid;  // (gid_t)-1, or wraps
-  }
-  *gid = gid_t(value);
-  return GroupText::kGid;
 }
 
 Membership group_membership(uid_t uid, gid_t gid) {

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/clock.h"
 #include "shm/layout.h"
 
 namespace gshare::shm {
@@ -67,24 +68,11 @@ void close_region(RegionFile* file);
 // reason goes to `why`.
 bool region_lock_unusable(const RegionFile& file, char* why, size_t why_len);
 
-// Wall-clock time in ns since the epoch: the region's timestamps, which
-// other processes (gshare-top) read, use this clock.
-uint64_t unix_now_ns();
-// CLOCK_MONOTONIC in ns: the scheduler's clock (*_mono_ns fields), shared by
-// every process on the host and never stepped.
-uint64_t mono_now_ns();
-
 // Checks the header of a mapped file of `file_bytes` bytes. False, with the
 // reason in `why`, for a foreign version, a bad size or a corrupt field.
 bool header_is_valid(const RegionHeader& header, uint64_t file_bytes,
                      char* why, size_t why_len);
 
-// GSHARE_GROUP as written: a group name, a gid (digits only, at most
-// 4294967294: (gid_t)-1 means "no change" to chown and names no group), or a
-// number that is no gid (a sign, or too large), which is refused rather than
-// wrapped to another group.
-enum class GroupText { kName, kGid, kInvalid };
-GroupText parse_group_text(const char* text, gid_t* gid);
 
 // Whether a user is in a group, by the user database (NSS).
 enum class Membership { kMember, kNotMember, kUnknownUser };

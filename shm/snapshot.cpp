@@ -53,8 +53,8 @@ bool copy_consistent(int fd, Region* copy) {
 }
 
 const char* policy_text(uint32_t policy) {
-  if (!scheduler::policy_is_known(policy)) return "unknown";
-  return scheduler::policy_name(scheduler::Policy(policy));
+  if (!policy_is_known(policy)) return "unknown";
+  return policy_name(Policy(policy));
 }
 
 const char* handover_mode_name(uint32_t mode) {

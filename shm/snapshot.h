@@ -95,7 +95,7 @@ struct GpuSnapshot {
   uint64_t sampled_mono_ns = 0;  // CLOCK_MONOTONIC right after the copy: "now" of the times below
 
   // --- the launch token ---
-  std::string policy = "unknown";  // scheduler::policy_name, "unknown" before one is set
+  std::string policy = "unknown";  // policy_name, "unknown" before one is set
   int32_t holder_slot = -1;        // slot of the live process holding the token; -1: nobody
   uint64_t handovers = 0;          // times the token changed hands
   // Switches that reached the new holder's first launch, and their cost,

@@ -132,7 +132,7 @@ bool parse_policies(const char* text, std::vector<Policy>* out, std::string* err
     return true;
   }
   Policy policy;
-  if (!scheduler::parse_policy(text, &policy)) {
+  if (!parse_policy(text, &policy)) {
     *error = std::string("--policy takes fifo, fair, srtf, priority, pack or all (got '") + text +
              "')";
     return false;
@@ -287,7 +287,7 @@ std::string job_table(const Trace& trace, const PolicyResult& run) {
   int width = name_width(trace);
   bool memory = run.result.memory_modelled;
   std::string text = format("== %s\n%-*s %12s %12s %12s %12s %12s %12s",
-                            scheduler::policy_name(run.policy), width, "JOB", "ARRIVAL s",
+                            policy_name(run.policy), width, "JOB", "ARRIVAL s",
                             "START s", "COMPLETION s", "JCT s", "GPU s", "WAIT s");
   text += memory ? format(" %12s %5s\n", "ADMIT WAIT s", "LANE") : "\n";
   for (size_t i = 0; i < trace.jobs.size(); ++i) {
@@ -311,7 +311,7 @@ std::string summary_table(const std::vector<PolicyResult>& results) {
     const SimResult& r = run.result;
     double ratio = ratio_to_fifo(results, r);
     std::string ratio_text = std::isnan(ratio) ? "-" : format("%.3f", ratio);
-    text += format("%-9s %14.3f %14.3f %5.1f%% %10llu %9s", scheduler::policy_name(run.policy),
+    text += format("%-9s %14.3f %14.3f %5.1f%% %10llu %9s", policy_name(run.policy),
                    r.average_jct_ns / 1e9, seconds(r.makespan_ns), r.busy_fraction * 100,
                    static_cast<unsigned long long>(r.handovers), ratio_text.c_str());
     text += memory ? format(" %7llu %12.3f %12.3f\n",
@@ -377,10 +377,10 @@ std::string render_json(const CommandLine& command_line, const Trace& trace,
   Json policies = Json::object();
   Json ratios = Json::object();
   for (const PolicyResult& run : results) {
-    policies[scheduler::policy_name(run.policy)] = policy_json(trace, run.result);
+    policies[policy_name(run.policy)] = policy_json(trace, run.result);
     double ratio = ratio_to_fifo(results, run.result);
     if (run.policy != Policy::kFifo && !std::isnan(ratio))
-      ratios[std::string(scheduler::policy_name(run.policy)) + "_to_fifo"] = ratio;
+      ratios[std::string(policy_name(run.policy)) + "_to_fifo"] = ratio;
   }
   Json root = {{"trace", command_line.trace_path},
                {"description", trace.description},

@@ -64,7 +64,6 @@
 
 namespace gshare::sim {
 
-using scheduler::Policy;
 
 // How a job tells the scheduler how long it has left (srtf).
 enum class Estimate { kIters, kSeconds, kNone };

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "intercept/options.h"
+#include "base/options.h"
 #include "tools/top_columns.h"
 #include "tools/top_format.h"
 

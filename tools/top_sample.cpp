@@ -112,7 +112,7 @@ Sample take_sample(const std::string& dir) {
   Sample sample;
   // Timestamps first: a slot claimed after them counts as new in the next frame.
   sample.taken = std::chrono::steady_clock::now();
-  sample.taken_unix_ns = shm::unix_now_ns();
+  sample.taken_unix_ns = unix_now_ns();
   sample.gpus = shm::snapshot_regions(dir);
   if (sample.gpus.empty()) sample.dir_error = directory_error(dir);
   return sample;

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "intercept/options.h"
+#include "base/options.h"
 
 using gshare::Options;
 using gshare::parse_options;
@@ -135,7 +135,7 @@ TEST_CASE("scheduling options parse from the environment") {
   Options o;
   char error[512];
   REQUIRE(parse_options(env, &o, error, sizeof error));
-  CHECK(o.policy == gshare::scheduler::Policy::kSrtf);
+  CHECK(o.policy == gshare::Policy::kSrtf);
   CHECK(o.policy_given);
   CHECK(o.quantum_ms == 12.5);
   CHECK(o.weight == 3);
@@ -152,7 +152,7 @@ TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, ove
   Options o;
   char error[512];
   REQUIRE(parse_options(env, &o, error, sizeof error));
-  CHECK(o.policy == gshare::scheduler::Policy::kFair);
+  CHECK(o.policy == gshare::Policy::kFair);
   CHECK_FALSE(o.policy_given);
   CHECK(o.quantum_ms == 20);
   CHECK(o.weight == 1);

@@ -12,11 +12,11 @@ using gshare::scheduler::bounds_in_flight;
 using gshare::scheduler::charge;
 using gshare::scheduler::Job;
 using gshare::scheduler::kForever;
-using gshare::scheduler::parse_policy;
+using gshare::parse_policy;
 using gshare::scheduler::pick_next;
-using gshare::scheduler::Policy;
-using gshare::scheduler::policy_is_known;
-using gshare::scheduler::policy_name;
+using gshare::Policy;
+using gshare::policy_is_known;
+using gshare::policy_name;
 using gshare::scheduler::preempts_now;
 using gshare::scheduler::slice_length;
 

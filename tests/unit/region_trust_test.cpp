@@ -11,10 +11,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "intercept/options.h"
+#include "base/group_text.h"
+#include "base/options.h"
 #include "shm/region.h"
 #include "shm/snapshot.h"
 
+using namespace gshare;
 using namespace gshare::shm;
 
 namespace {

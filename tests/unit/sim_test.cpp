@@ -13,7 +13,7 @@
 using gshare::sim::Estimate;
 using gshare::sim::JobResult;
 using gshare::sim::parse_trace;
-using gshare::sim::Policy;
+using gshare::Policy;
 using gshare::sim::Run;
 using gshare::sim::SimOptions;
 using gshare::sim::SimResult;
@@ -504,7 +504,7 @@ TEST_CASE("a job that does not fit waits for admission exactly until a departure
   // 600 + 600 MiB resident on a 1000 MiB GPU: b must wait for a to leave.
   trace.jobs = {memory_job("a", 0, 10, 100, 600, 0), memory_job("b", 0.2, 10, 50, 600, 0)};
   for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kPack}) {
-    INFO(gshare::scheduler::policy_name(policy));
+    INFO(gshare::policy_name(policy));
     SimResult result = simulate(trace, policy, with_capacity(1000));
     check_all_work_done(trace, result);
     CHECK(result.memory_modelled);
@@ -625,7 +625,7 @@ TEST_CASE("without a capacity the memory fields change nothing, and pack is fair
     CHECK(x.handovers == y.handovers);
   };
   for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority}) {
-    INFO(gshare::scheduler::policy_name(policy));
+    INFO(gshare::policy_name(policy));
     SimResult before = simulate(plain, policy, options(0.05));
     SimResult after = simulate(with_memory, policy, options(0.05));
     same(before, after);

@@ -106,7 +106,7 @@ struct LaneJobs {
     write_region(r, [&](RegionHeader& h) {
       uint64_t now = monotonic_now_ns();
       written_mono_ns = now;
-      h.policy = uint32_t(scheduler::Policy::kPack);
+      h.policy = uint32_t(gshare::Policy::kPack);
       h.memory_waiters = 2;
       h.handovers = 9;
       Slot& st = r->slots[train.slot()];
@@ -315,7 +315,7 @@ TEST_CASE("the lanes and the safety sum count the live jobs only") {
   CHECK(gpu.safety_bytes == 6 * kGiB);
 
   SECTION("outside pack no lane has a holder of its own") {
-    write_region(jobs.region(), [](RegionHeader& h) { h.policy = uint32_t(scheduler::Policy::kFair); });
+    write_region(jobs.region(), [](RegionHeader& h) { h.policy = uint32_t(gshare::Policy::kFair); });
     GpuSnapshot fair = only_gpu(jobs.dir.path);
     REQUIRE(fair.lanes.size() == 2);
     for (const LaneSnapshot& lane : fair.lanes) CHECK(lane.holder_slot == -1);
@@ -520,7 +520,7 @@ TEST_CASE("gshare-top's text shows P, E, the lane and admission, and the GPU's s
   }
   SECTION("outside pack no lane member is starred, and no waiter no waiter count") {
     write_region(jobs.region(), [](RegionHeader& h) {
-      h.policy = uint32_t(scheduler::Policy::kFair);
+      h.policy = uint32_t(gshare::Policy::kFair);
       h.memory_waiters = 0;
     });
     lines = gshare::top::render_text(frame_of(jobs.dir.path), 0);

@@ -66,7 +66,7 @@ struct TwoJobs {
       written_mono_ns = now;
       Slot& sa = r->slots[a.slot()];
       Slot& sb = r->slots[b.slot()];
-      h.policy = uint32_t(scheduler::Policy::kFair);
+      h.policy = uint32_t(gshare::Policy::kFair);
       grant_token(h, sa, a.slot());
       h.tokens[0].slice_start_mono_ns = now - 5 * kMs;
       h.tokens[0].slice_end_mono_ns = now + 20 * kMs;
@@ -362,14 +362,14 @@ TEST_CASE("gshare-top's text shows the policy, the token, the state and the sche
   CHECK(b.find(" 2.0") != std::string::npos);  // 1.5 s waited + 0.5 s of the current wait
 
   SECTION("W/P shows what the policy looks at") {
-    auto set_policy = [&](scheduler::Policy policy) {
+    auto set_policy = [&](gshare::Policy policy) {
       write_region(jobs.region(), [&](RegionHeader& h) { h.policy = uint32_t(policy); });
     };
-    set_policy(scheduler::Policy::kPriority);
+    set_policy(gshare::Policy::kPriority);
     lines = gshare::top::render_text(frame_of(jobs.dir.path), 0);
     CHECK(row_of(lines, jobs.a.pid()).find(" p10 w3 ") != std::string::npos);
     CHECK(row_of(lines, jobs.b.pid()).find(" p0 ") != std::string::npos);
-    set_policy(scheduler::Policy::kFifo);
+    set_policy(gshare::Policy::kFifo);
     lines = gshare::top::render_text(frame_of(jobs.dir.path), 0);
     CHECK(row_of(lines, jobs.a.pid()).find(" w3 p10 ") != std::string::npos);
   }

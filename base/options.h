@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "base/log.h"
-#include "scheduler/policy.h"
+#include "base/policy_names.h"
 
 namespace gshare {
 
@@ -45,7 +45,7 @@ struct Options {
   char group[kOptionTextChars] = "";
   LogLevel log_level = LogLevel::kWarn;
   // Scheduling (scheduler/token.h).
-  scheduler::Policy policy = scheduler::Policy::kFair;  // GSHARE_POLICY, by scheduler::parse_policy
+  Policy policy = Policy::kFair;  // GSHARE_POLICY, by parse_policy
   bool policy_given = false;  // GSHARE_POLICY was set: a different region policy is worth a warning
   double quantum_ms = 20;  // measured: README, "Measured results"
   uint32_t weight = 1;

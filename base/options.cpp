@@ -1,4 +1,4 @@
-#include "intercept/options.h"
+#include "base/options.h"
 
 #include <atomic>
 #include <cerrno>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "shm/region.h"
+#include "base/group_text.h"
 
 namespace gshare {
 
@@ -78,7 +78,7 @@ bool parse_integer(const char* v, long long low, long long high, long long* out)
 }
 
 // A group name, or a numeric gid in plain decimal. No spaces, control
-// characters or ':', and a number must be a gid (shm::parse_group_text):
+// characters or ':', and a number must be a gid (parse_group_text):
 // -1 or 4294967296 would otherwise name another group (or none) than the
 // user meant, and the regions' group is their trust.
 bool parse_group(const char* v, Options* o) {
@@ -87,12 +87,12 @@ bool parse_group(const char* v, Options* o) {
     if (c <= ' ' || c == 0x7F || c == ':') return false;
   }
   gid_t gid;
-  if (shm::parse_group_text(v, &gid) == shm::GroupText::kInvalid) return false;
+  if (parse_group_text(v, &gid) == GroupText::kInvalid) return false;
   return copy_text(v, o->group);
 }
 
 bool parse_policy_option(const char* v, Options* o) {
-  if (!scheduler::parse_policy(v, &o->policy)) return false;
+  if (!parse_policy(v, &o->policy)) return false;
   o->policy_given = true;
   return true;
 }
