@@ -5,7 +5,7 @@
 //
 //   over quota     the job's own limit: CUDA_ERROR_OUT_OF_MEMORY at once.
 //   inadmissible   the safety condition ΣP + Σ_lanes max E <= C would fail
-//                  (scheduler/lanes.h). The job steps aside from the launch
+//                  (rules/lanes.h). The job steps aside from the launch
 //                  token, so that it blocks nobody, and waits for others to
 //                  shrink or leave.
 //   over capacity  the condition holds, but the bytes are held now: by the
@@ -17,7 +17,7 @@
 //                  and free them. One that holds some keeps its turn: a job
 //                  given the turn could take part of what it still needs,
 //                  and each would wait for the other's part. Jobs whose E
-//                  is not yet known share one lane (scheduler/lanes.h), so
+//                  is not yet known share one lane (rules/lanes.h), so
 //                  they take turns from their first allocation.
 //
 // Should every job that holds memory be waiting for admission, the one that

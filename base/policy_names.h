@@ -1,6 +1,6 @@
 // The scheduling policies by name: the vocabulary GSHARE_POLICY, the
 // region's header, gshare-top and gshare-sim share. What each policy
-// decides is in scheduler/policy.h.
+// decides is in rules/policy.h.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,9 @@
 
 namespace gshare::scheduler {
 
+// The policies decide; this file applies their decisions to the region.
+using namespace rules;
+
 using shm::Arbiter;
 using shm::kMaxSlots;
 using shm::Region;

@@ -2,7 +2,7 @@
 //
 // A job may launch while its slot's gate is open (shm/layout.h, GateBits).
 // There is no daemon: every decision is taken under the region's lock by a
-// process that needs one, with the policy functions of scheduler/policy.h.
+// process that needs one, with the policy functions of rules/policy.h.
 //
 //   waiter   a job that wants to launch and does not hold the token sleeps
 //            on the region's futex. It wakes when the token changes hands,
@@ -34,7 +34,7 @@
 #include <cstdint>
 
 #include "base/options.h"
-#include "scheduler/policy.h"
+#include "rules/policy.h"
 #include "shm/arbiter.h"
 
 namespace gshare::scheduler {

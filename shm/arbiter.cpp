@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "base/saturating.h"
-#include "scheduler/lanes.h"
-#include "scheduler/policy.h"
+#include "rules/lanes.h"
+#include "rules/policy.h"
 #include "shm/futex.h"
 #include "shm/liveness.h"
 #include "shm/robust_mutex.h"
@@ -28,23 +28,23 @@ namespace {
 // cost most of an allocation's time under gshare.
 union LaneJobs {
   LaneJobs() {}
-  scheduler::LaneJob at[kMaxSlots];
+  rules::LaneJob at[kMaxSlots];
 };
 
 // The live jobs' figures for the lane planner, with `own` (if >= 0) taking
 // `own_p`/`own_e` instead of its slot's. Slots of dead owners not yet
 // reclaimed still count: over-counting is safe, and reclaim comes soon.
 int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
-                     scheduler::LaneJob* jobs) {
+                     rules::LaneJob* jobs) {
   int n = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
     if (s.state != kSlotLive) continue;
-    scheduler::LaneJob& j = jobs[n++];
+    rules::LaneJob& j = jobs[n++];
     j.id = int(i);
     j.persistent = int(i) == own ? own_p : persistent_of(s);
     j.ephemeral = int(i) == own ? own_e : ephemeral_of(s);
-    j.lane = s.lane < kMaxLanes ? int(s.lane) : scheduler::kNoLane;
+    j.lane = s.lane < kMaxLanes ? int(s.lane) : rules::kNoLane;
     j.provisional = s.class_iterations < 2;
   }
   // A provisional job's E is not known yet, and what it holds may all stay
@@ -181,7 +181,7 @@ void drop_lane_space_if_free(const RegionHeader& h, Slot& s) {
 // lanes under two jobs that each hold part of their lanes' space would
 // leave each waiting for the other's part: such a re-forming waits until
 // one of them has ended its iteration.
-bool plan_keeps_holders_apart(const Region& r, const scheduler::LaneJob* jobs, int n) {
+bool plan_keeps_holders_apart(const Region& r, const rules::LaneJob* jobs, int n) {
   int holder_of[kMaxLanes];
   for (int& h : holder_of) h = -1;
   for (int k = 0; k < n; ++k) {
@@ -195,13 +195,13 @@ bool plan_keeps_holders_apart(const Region& r, const scheduler::LaneJob* jobs, i
 
 bool tokens_follow_lanes(const RegionHeader& h) {
   return policy_is_known(h.policy) &&
-         scheduler::tokens_per_lane(Policy(h.policy));
+         rules::tokens_per_lane(Policy(h.policy));
 }
 
 // Writes a plan's lanes back. Under pack a holder moved to another lane
 // gives its old lane's token back and waits for its new one.
-void apply_lanes(Region& r, const scheduler::LaneJob* jobs, int n,
-                 const scheduler::LanePlan& plan) {
+void apply_lanes(Region& r, const rules::LaneJob* jobs, int n,
+                 const rules::LanePlan& plan) {
   RegionHeader& h = r.header;
   bool moved = false;
   for (int k = 0; k < n; ++k) {
@@ -213,16 +213,20 @@ void apply_lanes(Region& r, const scheduler::LaneJob* jobs, int n,
   h.safety_bytes = plan.safety_bytes;
   h.lane_count = uint32_t(plan.lane_count);
   if (!moved || !tokens_follow_lanes(h)) return;
-  for (uint32_t k = 0; k < kMaxLanes; ++k) {
-    Token& token = h.tokens[k];
-    if (token.holder == 0 || token.holder > kMaxSlots) continue;
-    Slot& s = r.slots[token.holder - 1];
-    if (s.lane == k) continue;
-    s.gate.store(kGateClosed, std::memory_order_release);
-    s.job_state = kJobWaiting;
-    s.wait_since_mono_ns = mono_now_ns();
-    token.holder = 0;
-  }
+  rules::drop_tokens_of_moved_holders(
+      int(kMaxLanes), [&](int k) { return h.tokens[k].holder != 0 && h.tokens[k].holder <= kMaxSlots; },
+      [&](int k) {
+        uint32_t lane = r.slots[h.tokens[k].holder - 1].lane;
+        return lane < kMaxLanes ? int(lane) : rules::kNoLane;
+      },
+      [&](int k) {
+        Token& token = h.tokens[k];
+        Slot& s = r.slots[token.holder - 1];
+        s.gate.store(kGateClosed, std::memory_order_release);
+        s.job_state = kJobWaiting;
+        s.wait_since_mono_ns = mono_now_ns();
+        token.holder = 0;
+      });
   wake_waiters(h);
 }
 
@@ -369,11 +373,11 @@ ReserveResult Arbiter::reserve_allocation(uint64_t bytes, MemoryClass kind) {
 bool Arbiter::place_lanes_locked(bool widen, uint64_t* short_bytes) {
   Region& r = *file_.region;
   LaneJobs lane_jobs;
-  scheduler::LaneJob* jobs = lane_jobs.at;
+  rules::LaneJob* jobs = lane_jobs.at;
   int n = gather_lane_jobs(r, -1, 0, 0, jobs);
-  scheduler::LanePlan plan =
-      widen ? scheduler::widen_lanes(jobs, n, r.header.capacity_bytes, int(kMaxLanes))
-            : scheduler::place_jobs(jobs, n, r.header.capacity_bytes, int(kMaxLanes));
+  rules::LanePlan plan =
+      widen ? rules::widen_lanes(jobs, n, r.header.capacity_bytes, int(kMaxLanes))
+            : rules::place_jobs(jobs, n, r.header.capacity_bytes, int(kMaxLanes));
   if (short_bytes) *short_bytes = plan.short_bytes;
   if (plan.fits && plan_keeps_holders_apart(r, jobs, n)) apply_lanes(r, jobs, n, plan);
   return plan.fits;
@@ -455,9 +459,9 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
   uint64_t e = s.ephemeral_bytes > e_now ? s.ephemeral_bytes : e_now;
   bool grows = s.lane >= kMaxLanes || p > persistent_of(s) || e > ephemeral_of(s);
   LaneJobs lane_jobs;
-  scheduler::LaneJob* jobs = lane_jobs.at;
+  rules::LaneJob* jobs = lane_jobs.at;
   int n = 0;
-  scheduler::LanePlan plan;
+  rules::LanePlan plan;
   bool apply = false;
   uint32_t lane = s.lane;
   if (bytes > s.quota_bytes || s.reserved_bytes > s.quota_bytes - bytes) {
@@ -469,11 +473,11 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
     const bool holder = grows && first_holder_locked(r) == own_slot_;
     if (grows) {
       n = gather_lane_jobs(r, own_slot_, p, e, jobs);
-      plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
+      plan = rules::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
       // Before saying no, give back what dead processes still hold.
       if (!plan.fits && !dry && reclaim_dead_slots_locked() > 0) {
         n = gather_lane_jobs(r, own_slot_, p, e, jobs);
-        plan = scheduler::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
+        plan = rules::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
       }
       apply = plan.fits && plan_keeps_holders_apart(r, jobs, n);
       if (!plan.fits && !holder && !admission_deadlocked_locked(r, own_slot_))

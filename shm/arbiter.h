@@ -9,7 +9,7 @@
 //   release   a committed allocation was freed
 //   lanes     reserve also checks the safety condition with this job's P and
 //             E after the allocation, and places jobs in lanes
-//             (scheduler/lanes.h)
+//             (rules/lanes.h)
 //
 // Invariant (checked by is_valid, restored by repair):
 //   header.reserved == Σ live slots' reserved
@@ -43,7 +43,7 @@ enum class ReserveStatus {
   kOverQuota,      // this process's quota: refused at once
   kOverCapacity,   // the bytes are held by others now (cached memory to give back, or in use)
   kLaneBusy,       // another job of its lane holds the lane's ephemeral space (see lane space below)
-  kInadmissible,   // the safety condition would fail (scheduler/lanes.h)
+  kInadmissible,   // the safety condition would fail (rules/lanes.h)
   kArbiterBroken,
 };
 
@@ -126,7 +126,7 @@ class Arbiter {
     return true;
   }
 
-  // Lanes (scheduler/lanes.h), under the lock (inside update()): places
+  // Lanes (rules/lanes.h), under the lock (inside update()): places
   // every live job so that the safety condition holds, or reports by how
   // much it fails. `widen` also re-forms into more lanes when more fit.
   // Under pack a holder whose lane changed gives its token back.

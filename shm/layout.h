@@ -47,7 +47,7 @@ inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
-// Lanes (scheduler/lanes.h): groups of jobs that take turns with one
+// Lanes (rules/lanes.h): groups of jobs that take turns with one
 // ephemeral space. Under pack each lane has its own launch token; under the
 // other policies every job uses token 0.
 inline constexpr uint32_t kMaxLanes = 16;
@@ -157,7 +157,7 @@ struct alignas(64) Slot {
   uint64_t expected_iters;   // GSHARE_EXPECTED_ITERS; 0: not given
   uint64_t arrival_mono_ns;  // when the job attached: fifo's order
   uint64_t served_ns;        // token time received
-  uint64_t vtime_ns;         // fair's clock (scheduler/policy.h)
+  uint64_t vtime_ns;         // fair's clock (rules/policy.h)
   uint64_t accounted_mono_ns;  // the holder's token time is counted up to here
   uint64_t wait_ns;          // total time spent waiting for the token
   uint64_t wait_since_mono_ns; // start of the current wait; 0 when not waiting
@@ -264,7 +264,7 @@ struct alignas(64) RegionHeader {
   uint64_t handovers;          // times a token changed hands
   uint32_t memory_waiters;     // jobs blocked in an allocation: frees wake them
   uint32_t lane_count;         // lanes with members
-  uint64_t safety_bytes;       // Σ P + Σ_lanes max E over live jobs (scheduler/lanes.h)
+  uint64_t safety_bytes;       // Σ P + Σ_lanes max E over live jobs (rules/lanes.h)
   uint32_t live_slots;         // slots in state kSlotLive: an allocation asks "am I alone?" cheaply
   uint32_t padding3;
   // Switches on this GPU's tokens that reached the new holder's first

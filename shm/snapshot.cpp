@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "scheduler/lanes.h"
-#include "scheduler/policy.h"
+#include "rules/lanes.h"
+#include "rules/policy.h"
 #include "shm/liveness.h"
 #include "shm/region.h"
 
@@ -101,9 +101,9 @@ void copy_memory_classes(const Slot& s, uint64_t now_mono_ns, ProcessSnapshot* p
 
 // Lanes and the condition's sum, recomputed over the live processes only.
 void summarise_lanes(const RegionHeader& h, GpuSnapshot* gpu) {
-  std::vector<scheduler::LaneJob> jobs;
+  std::vector<rules::LaneJob> jobs;
   for (const ProcessSnapshot& p : gpu->processes) {
-    scheduler::LaneJob j;
+    rules::LaneJob j;
     j.id = int(p.slot);
     j.persistent = p.persistent_bytes;
     j.ephemeral = p.ephemeral_bytes;
@@ -129,7 +129,7 @@ void summarise_lanes(const RegionHeader& h, GpuSnapshot* gpu) {
   }
   std::sort(gpu->lanes.begin(), gpu->lanes.end(),
             [](const LaneSnapshot& a, const LaneSnapshot& b) { return a.lane < b.lane; });
-  gpu->safety_bytes = scheduler::safety_bytes(jobs.data(), int(jobs.size()));
+  gpu->safety_bytes = rules::safety_bytes(jobs.data(), int(jobs.size()));
   gpu->memory_waiters = h.memory_waiters;
 }
 

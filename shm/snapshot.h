@@ -36,7 +36,7 @@ struct ProcessSnapshot {
   uint64_t launches = 0;
   uint64_t syncs = 0;
 
-  // --- scheduling (scheduler/policy.h has the vocabulary) ---
+  // --- scheduling (rules/policy.h has the vocabulary) ---
   JobState job_state = kJobIdle;   // a corrupt value reads as idle
   bool holds_token = false;        // the GPU's holder is this slot, in this generation
   uint32_t weight = 0;             // GSHARE_WEIGHT
@@ -58,7 +58,7 @@ struct ProcessSnapshot {
   uint32_t iteration_launches = 0; // launches per iteration; 0: unknown
   std::string iteration_source;    // how iterations were found: "syncs", "launches", "unknown"
 
-  // --- memory classes, lanes, admission (allocator/classifier.h, scheduler/lanes.h) ---
+  // --- memory classes, lanes, admission (allocator/classifier.h, rules/lanes.h) ---
   uint64_t persistent_bytes = 0;   // P: context + allocations classified persistent
   uint64_t ephemeral_bytes = 0;    // E: peak ephemeral bytes per iteration
   bool memory_provisional = true;  // fewer than two iterations classified: P and E may still move

@@ -275,8 +275,8 @@ int name_width(const Trace& trace) {
 // "2", "2>0" for a job that was moved from lane 2 to lane 0 while it ran,
 // "-" without lanes.
 std::string lane_text(const JobResult& job) {
-  if (job.lane == scheduler::kNoLane) return "-";
-  if (job.final_lane == job.lane || job.final_lane == scheduler::kNoLane)
+  if (job.lane == rules::kNoLane) return "-";
+  if (job.final_lane == job.lane || job.final_lane == rules::kNoLane)
     return format("%d", job.lane);
   return format("%d>%d", job.lane, job.final_lane);
 }
@@ -340,7 +340,7 @@ std::string render_text(const CommandLine& command_line, const Trace& trace,
 // JSON
 
 // A lane number, or null without lanes.
-Json lane_json(int lane) { return lane == scheduler::kNoLane ? Json() : Json(lane); }
+Json lane_json(int lane) { return lane == rules::kNoLane ? Json() : Json(lane); }
 
 Json job_json(const TraceJob& source, const JobResult& job) {
   return {{"name", source.name},

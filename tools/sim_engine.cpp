@@ -12,7 +12,7 @@
 
 namespace gshare::sim {
 
-using scheduler::kForever;
+using rules::kForever;
 
 namespace {
 
@@ -203,7 +203,7 @@ class Simulator {
     size_t count = trace.jobs.size();
     jobs_.resize(count);
     workloads_.resize(count);
-    lanes_.assign(count, scheduler::kNoLane);
+    lanes_.assign(count, rules::kNoLane);
     open_runs_.resize(count);
     result_.jobs.resize(count);
     result_.memory_modelled = memory_modelled_;
@@ -213,7 +213,7 @@ class Simulator {
     std::stable_sort(arrival_order_.begin(), arrival_order_.end(),
                      [&](int a, int b) { return jobs_[a].arrival_ns < jobs_[b].arrival_ns; });
     // Without lanes pack has the one token, as a live job without a lane.
-    bool per_lane = memory_modelled_ && scheduler::tokens_per_lane(policy);
+    bool per_lane = memory_modelled_ && rules::tokens_per_lane(policy);
     tokens_.resize(per_lane ? shm::kMaxLanes : 1);
   }
 
@@ -226,7 +226,7 @@ class Simulator {
 
  private:
   void load_job(const TraceJob& source, int index) {
-    scheduler::Job& job = jobs_[index];
+    rules::Job& job = jobs_[index];
     job.id = index;
     job.arrival_ns = seconds_to_ns(source.arrival_s);
     job.weight = source.weight ? source.weight : 1;
@@ -287,7 +287,7 @@ class Simulator {
     for (Token& token : tokens_) {
       if (token.holder < 0 || t <= runs_from(token)) continue;
       uint64_t from = runs_from(token);
-      scheduler::charge(jobs_[token.holder], t - from);
+      rules::charge(jobs_[token.holder], t - from);
       note_run(token, from, t);
       busy_from = std::min(busy_from, from);
     }
@@ -366,15 +366,15 @@ class Simulator {
     lane_jobs_.clear();
     for (int i : admitted_) lane_jobs_.push_back(lane_job(i));
     lane_jobs_.push_back(lane_job(index));
-    scheduler::LanePlan plan = scheduler::place_jobs(
+    rules::LanePlan plan = rules::place_jobs(
         lane_jobs_.data(), int(lane_jobs_.size()), capacity_bytes_, int(shm::kMaxLanes));
     if (!plan.fits) return false;
     apply_lanes();
     return true;
   }
 
-  scheduler::LaneJob lane_job(int index) const {
-    scheduler::LaneJob job;
+  rules::LaneJob lane_job(int index) const {
+    rules::LaneJob job;
     job.id = index;
     job.persistent = workloads_[index].persistent_bytes;
     job.ephemeral = workloads_[index].ephemeral_bytes;
@@ -387,7 +387,7 @@ class Simulator {
     lane_jobs_.clear();
     for (int i : admitted_) lane_jobs_.push_back(lane_job(i));
     if (lane_jobs_.empty()) return;
-    scheduler::LanePlan plan = scheduler::widen_lanes(
+    rules::LanePlan plan = rules::widen_lanes(
         lane_jobs_.data(), int(lane_jobs_.size()), capacity_bytes_, int(shm::kMaxLanes));
     if (plan.fits) apply_lanes();
   }
@@ -395,14 +395,15 @@ class Simulator {
   // Writes lane_jobs_'s lanes back. Under pack a holder moved to another
   // lane gives its old lane's token back; it waits for its new one.
   void apply_lanes() {
-    for (const scheduler::LaneJob& job : lane_jobs_) lanes_[job.id] = job.lane;
+    for (const rules::LaneJob& job : lane_jobs_) lanes_[job.id] = job.lane;
     if (tokens_.size() == 1) return;
-    for (size_t k = 0; k < tokens_.size(); ++k) {
-      Token& token = tokens_[k];
-      if (token.holder < 0 || lanes_[token.holder] == int(k)) continue;
-      token.holder = -1;
-      token.slice_end_ns = kForever;
-    }
+    rules::drop_tokens_of_moved_holders(
+        int(tokens_.size()), [&](int k) { return tokens_[k].holder >= 0; },
+        [&](int k) { return lanes_[tokens_[k].holder]; },
+        [&](int k) {
+          tokens_[k].holder = -1;
+          tokens_[k].slice_end_ns = kForever;
+        });
   }
 
   // The token a job launches under.
@@ -410,7 +411,7 @@ class Simulator {
 
   // What the policy sees for token `k`: every job, those of other tokens
   // made inactive. Indices stay those of jobs_.
-  const scheduler::Job* view_of(int k) {
+  const rules::Job* view_of(int k) {
     if (tokens_.size() == 1) return jobs_.data();
     view_ = jobs_;
     for (size_t i = 0; i < view_.size(); ++i)
@@ -423,22 +424,22 @@ class Simulator {
   void activate(int index) {
     int k = token_of(index);
     if (tokens_.size() == 1) {
-      scheduler::activate(policy_, jobs_.data(), int(jobs_.size()), index);
+      rules::activate(policy_, jobs_.data(), int(jobs_.size()), index);
     } else {
       view_of(k);
-      scheduler::activate(policy_, view_.data(), int(view_.size()), index);
+      rules::activate(policy_, view_.data(), int(view_.size()), index);
       jobs_[index].vtime_ns = view_[index].vtime_ns;
       jobs_[index].active = true;
     }
     int holder = tokens_[k].holder;
-    if (holder >= 0 && scheduler::preempts_now(policy_, jobs_[holder], jobs_[index]))
+    if (holder >= 0 && rules::preempts_now(policy_, jobs_[holder], jobs_[index]))
       tokens_[k].preempted = true;
   }
 
   void decide(int k) {
     Token& token = tokens_[k];
     refresh_estimates();
-    int next = scheduler::pick_next(policy_, view_of(k), int(jobs_.size()), token.holder);
+    int next = rules::pick_next(policy_, view_of(k), int(jobs_.size()), token.holder);
     if (next < 0) {
       token.holder = -1;
       token.slice_end_ns = kForever;
@@ -476,7 +477,7 @@ class Simulator {
   void start_slice(Token& token, uint64_t runs_from) {
     token.runs_from_ns = runs_from;
     token.run_is_open = false;
-    uint64_t length = scheduler::slice_length(policy_, jobs_[token.holder], options_.quantum_ns);
+    uint64_t length = rules::slice_length(policy_, jobs_[token.holder], options_.quantum_ns);
     if (length == kForever) {
       token.slice_end_ns = kForever;
       return;
@@ -520,7 +521,7 @@ class Simulator {
   const SimOptions options_;
   const uint64_t capacity_bytes_;
   const bool memory_modelled_;
-  std::vector<scheduler::Job> jobs_;  // what the policy sees, by trace index
+  std::vector<rules::Job> jobs_;  // what the policy sees, by trace index
   std::vector<Workload> workloads_;
   std::vector<int> lanes_;            // by trace index; kNoLane without a capacity
   std::vector<int> arrival_order_;    // trace indices by arrival, ties by index
@@ -531,8 +532,8 @@ class Simulator {
   uint64_t now_ = 0;
   std::vector<Token> tokens_;         // one, or shm::kMaxLanes under pack with lanes
   std::vector<size_t> open_runs_;     // into the timeline: a holder's open Run, by trace index
-  std::vector<scheduler::LaneJob> lane_jobs_;  // scratch for the lane planner
-  std::vector<scheduler::Job> view_;           // scratch for view_of
+  std::vector<rules::LaneJob> lane_jobs_;  // scratch for the lane planner
+  std::vector<rules::Job> view_;           // scratch for view_of
   SimResult result_;
 };
 

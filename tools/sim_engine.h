@@ -1,5 +1,5 @@
 // gshare-sim's engine: replays a job trace through the scheduling policies
-// (scheduler/policy.h) under a virtual clock. No real time, no threads:
+// (rules/policy.h) under a virtual clock. No real time, no threads:
 // the same trace and policy always give the same result.
 //
 // The model
@@ -7,15 +7,15 @@
 //     the token holder. It progresses at rate 1, so each of its iterations
 //     takes iteration_ms.
 //   - Memory (only with a capacity: Trace::capacity_mib, SimOptions). A
-//     job has persistent memory P and ephemeral memory E (scheduler/lanes.h).
-//     On arrival it must be admitted: scheduler::place_jobs must find lanes
+//     job has persistent memory P and ephemeral memory E (rules/lanes.h).
+//     On arrival it must be admitted: rules::place_jobs must find lanes
 //     for the admitted jobs and it within the capacity. A job that does not fit
 //     waits in the admission queue and is not active for the policy. The
 //     queue is tried in arrival order on every arrival and after every
 //     departure, and each job that fits is admitted then, also past an
 //     earlier one that still does not fit (as live, where an allocation
 //     that fits is granted at once). A departure first re-forms the lanes
-//     with scheduler::widen_lanes, as the live arbiter does. At most
+//     with rules::widen_lanes, as the live arbiter does. At most
 //     shm::kMaxSlots jobs are admitted at once (the arbiter's slots). Without
 //     a capacity every job is admitted on arrival and has no lane.
 //   - pack: every lane has its own token; the holders of different lanes
@@ -59,8 +59,8 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/lanes.h"
-#include "scheduler/policy.h"
+#include "rules/lanes.h"
+#include "rules/policy.h"
 
 namespace gshare::sim {
 
@@ -119,7 +119,7 @@ SimOptions options_from(const Trace& trace);
 // A holder picked again at its slice end starts a new Run.
 struct Run {
   int job = -1;  // index into the trace's jobs
-  int lane = scheduler::kNoLane;  // the job's lane when the run began; none without a capacity
+  int lane = rules::kNoLane;  // the job's lane when the run began; none without a capacity
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
 };
@@ -133,8 +133,8 @@ struct JobResult {
   uint64_t wait_ns = 0;        // jct - gpu: waiting, handovers and admission included
   uint64_t admitted_ns = 0;    // when it was admitted: its arrival without a capacity
   uint64_t admission_wait_ns = 0;  // admitted - arrival
-  int lane = scheduler::kNoLane;        // its lane when admitted; none without a capacity
-  int final_lane = scheduler::kNoLane;  // its lane when it departed (re-formings move jobs)
+  int lane = rules::kNoLane;        // its lane when admitted; none without a capacity
+  int final_lane = rules::kNoLane;  // its lane when it departed (re-formings move jobs)
 };
 
 struct SimResult {

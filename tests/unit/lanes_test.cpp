@@ -1,12 +1,12 @@
-// The lane planner (scheduler/lanes.h): the safety condition, placement of
+// The lane planner (rules/lanes.h): the safety condition, placement of
 // newcomers, re-forming on growth, widening when jobs leave.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "scheduler/lanes.h"
+#include "rules/lanes.h"
 
-using namespace gshare::scheduler;
+using namespace gshare::rules;
 
 namespace {
 constexpr uint64_t GiB = 1ull << 30;

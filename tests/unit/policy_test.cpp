@@ -1,24 +1,24 @@
-// The scheduling policies as pure functions (scheduler/policy.h): who is
+// The scheduling policies as pure functions (rules/policy.h): who is
 // picked, how long a slice lasts, who preempts, what charge and activate do.
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
-#include "scheduler/policy.h"
+#include "rules/policy.h"
 
-using gshare::scheduler::activate;
-using gshare::scheduler::bounds_in_flight;
-using gshare::scheduler::charge;
-using gshare::scheduler::Job;
-using gshare::scheduler::kForever;
+using gshare::rules::activate;
+using gshare::rules::bounds_in_flight;
+using gshare::rules::charge;
+using gshare::rules::Job;
+using gshare::rules::kForever;
 using gshare::parse_policy;
-using gshare::scheduler::pick_next;
+using gshare::rules::pick_next;
 using gshare::Policy;
 using gshare::policy_is_known;
 using gshare::policy_name;
-using gshare::scheduler::preempts_now;
-using gshare::scheduler::slice_length;
+using gshare::rules::preempts_now;
+using gshare::rules::slice_length;
 
 namespace {
 

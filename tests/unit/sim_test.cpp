@@ -455,7 +455,7 @@ TEST_CASE("the trace's quantum, slice_max and handover become the simulation's o
 
 namespace {
 
-using gshare::scheduler::kNoLane;
+using gshare::rules::kNoLane;
 
 TraceJob memory_job(const char* name, double arrival_s, double iteration_ms, uint64_t iterations,
                     uint64_t persistent_mib, uint64_t ephemeral_mib) {

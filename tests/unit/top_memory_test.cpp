@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "scheduler/policy.h"
+#include "rules/policy.h"
 #include "shm/arbiter.h"
 #include "shm/layout.h"
 #include "shm/region.h"

@@ -22,9 +22,9 @@
 
 #include "base/policy_names.h"
 
-namespace gshare::scheduler {
+namespace gshare::rules {
 
-// Whether each lane (scheduler/lanes.h) has its own token: jobs of
+// Whether each lane (rules/lanes.h) has its own token: jobs of
 // different lanes then run at once.
 inline bool tokens_per_lane(Policy policy) { return policy == Policy::kPack; }
 
@@ -75,4 +75,4 @@ void charge(Job& job, uint64_t ns);
 // those of its own priority: a starved lower job is no reference).
 void activate(Policy policy, Job* jobs, int count, int index);
 
-}  // namespace gshare::scheduler
+}  // namespace gshare::rules

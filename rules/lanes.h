@@ -7,7 +7,7 @@
 //
 //     Σ_jobs P + Σ_lanes max_{j in lane} E_j  <=  C
 //
-// Pure code over the jobs' figures, like scheduler/policy.h: the arbiter
+// Pure code over the jobs' figures, like rules/policy.h: the arbiter
 // runs it under the region's lock, gshare-sim under its virtual clock.
 //
 // How jobs are placed. A job without a lane opens a new one if the
@@ -26,7 +26,7 @@
 
 #include <cstdint>
 
-namespace gshare::scheduler {
+namespace gshare::rules {
 
 inline constexpr int kNoLane = -1;
 
@@ -66,4 +66,15 @@ LanePlan place_jobs(LaneJob* jobs, int count, uint64_t capacity, int max_lanes);
 // shrank). Changes nothing otherwise.
 LanePlan widen_lanes(LaneJob* jobs, int count, uint64_t capacity, int max_lanes);
 
-}  // namespace gshare::scheduler
+// After the lanes were re-formed under per-lane tokens (pack): a job the
+// plan moved out of the lane whose token it holds gives that token back and
+// waits for its new lane's. Calls drop(k) for each such token k of
+// `lanes`: held(k) says whether anyone holds token k, holder_lane(k) the
+// lane its holder is in now (kNoLane for none: then it holds no lane's).
+template <class Held, class HolderLane, class Drop>
+void drop_tokens_of_moved_holders(int lanes, Held&& held, HolderLane&& holder_lane, Drop&& drop) {
+  for (int k = 0; k < lanes; ++k)
+    if (held(k) && holder_lane(k) != k) drop(k);
+}
+
+}  // namespace gshare::rules

@@ -1,8 +1,8 @@
-#include "scheduler/lanes.h"
+#include "rules/lanes.h"
 
 #include <algorithm>
 
-namespace gshare::scheduler {
+namespace gshare::rules {
 
 namespace {
 
@@ -279,4 +279,4 @@ LanePlan widen_lanes(LaneJob* jobs, int count, uint64_t capacity, int max_lanes)
       jobs, count, [&](LaneJob* j, int n) { return widen_ungrouped(j, n, capacity, max_lanes); });
 }
 
-}  // namespace gshare::scheduler
+}  // namespace gshare::rules

@@ -1,6 +1,6 @@
-#include "scheduler/policy.h"
+#include "rules/policy.h"
 
-namespace gshare::scheduler {
+namespace gshare::rules {
 
 namespace {
 
@@ -90,4 +90,4 @@ void activate(Policy policy, Job* jobs, int count, int index) {
   jobs[index].active = true;
 }
 
-}  // namespace gshare::scheduler
+}  // namespace gshare::rules
