@@ -1,0 +1,51 @@
+// gshare-sim's input: a JSON trace of jobs (arrival, iteration time and
+// count, weight, priority, memory, how it estimates what it has left), and
+// the GPU's settings. tools/traces/ holds examples; tools/README.md the format.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gshare::sim {
+
+// How a job tells the scheduler how long it has left (srtf).
+enum class Estimate { kIters, kSeconds, kNone };
+
+const char* estimate_name(Estimate estimate);
+
+struct TraceJob {
+  std::string name;
+  double arrival_s = 0;
+  double iteration_ms = 0;
+  uint64_t iterations = 0;
+  uint32_t weight = 1;        // fair: share of GPU time, >= 1
+  int32_t priority = 0;       // priority: larger runs first
+  uint64_t memory_mib = 0;    // carried to the output; parse_trace takes it as P when
+                              // the trace gives neither persistent_mib nor ephemeral_mib
+  uint64_t persistent_mib = 0;  // P: resident while the job lives (with a capacity only)
+  uint64_t ephemeral_mib = 0;   // E: its peak within one iteration (with a capacity only)
+  Estimate estimate = Estimate::kIters;
+};
+
+struct Trace {
+  std::string description;
+  double quantum_ms = 50;
+  double slice_max_ms = 200;
+  double handover_ms = 0.05;
+  uint64_t capacity_mib = 0;  // the GPU's memory C; 0: memory is not modelled
+  std::vector<TraceJob> jobs;
+};
+
+// False with one line in `error` that names the bad field (for a job:
+// "jobs[3].iteration_ms ..."). Unknown fields are ignored, so the trace can
+// carry notes for other readers (the GPU benchmark reads the same files).
+// A trace with a capacity is also checked as check_capacity() does.
+bool parse_trace(const std::string& json_text, Trace* out, std::string* error);
+
+// False with one line in `error` when a job needs more than the capacity on
+// its own (P + E > capacity_mib): it could never be admitted. True without
+// a capacity.
+bool check_capacity(const Trace& trace, std::string* error);
+
+}  // namespace gshare::sim
