@@ -66,6 +66,11 @@ const DriverApi& driver() {
   return g_api;
 }
 
+void replace_driver(const DriverApi& api) {
+  pthread_once(&g_driver_once, [] {});
+  g_api = api;
+}
+
 bool load_nvml_for_gshare() {
   pthread_once(&g_nvml_once, fill_nvml);
   return g_nvml_ok;

@@ -43,6 +43,11 @@ struct DriverApi {
 // Filled once the driver is bound; entries may be null on old drivers.
 const DriverApi& driver();
 
+// Makes `api` the table, and the real driver is never looked up: for unit
+// tests of the layers above, in a process without the preload. Call before
+// anything uses the table.
+void replace_driver(const DriverApi& api);
+
 // Loads NVML for gshare's own queries, once. False if there is no NVML; the
 // nvml_* entries stay null then.
 bool load_nvml_for_gshare();
