@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "allocator/admission.h"
@@ -64,11 +65,16 @@ DriverApi fake_driver() {
 allocator::Device& device() {
   static allocator::Device* attached = [] {
     replace_driver(fake_driver());
-    static std::string dir = [] {
-      char pattern[] = "/tmp/gshare-tracked-XXXXXX";
-      return std::string(mkdtemp(pattern));
-    }();
-    static std::string dir_var = "GSHARE_DIR=" + dir;
+    // Removed with what is in it as the process exits.
+    static struct TemporaryDir {
+      std::string path;
+      TemporaryDir() {
+        char pattern[] = "/tmp/gshare-tracked-XXXXXX";
+        path = mkdtemp(pattern);
+      }
+      ~TemporaryDir() { std::filesystem::remove_all(path); }
+    } dir;
+    static std::string dir_var = "GSHARE_DIR=" + dir.path;
     const char* env[] = {dir_var.c_str(), "GSHARE_MEM_LIMIT=1GiB", "GSHARE_ADMIT_TIMEOUT_S=2",
                          "GSHARE_LOG=error", nullptr};
     static Options options;
