@@ -8,9 +8,10 @@
 #include "allocator/framework_caches.h"
 #include "allocator/pools.h"
 #include "allocator/python_api.h"
-#include "base/saturating.h"
 #include "base/driver_api.h"
 #include "base/log.h"
+#include "base/saturating.h"
+#include "base/tunables.h"
 #include "scheduler/token.h"
 #include "shm/futex.h"
 #include "shm/region.h"
@@ -31,8 +32,8 @@ double g_timeout_s = 600;
 std::atomic<bool> g_told_admission{false};
 std::atomic<bool> g_told_turn{false};
 
-constexpr uint64_t kPollNs = 50'000'000;          // re-check at least this often
-constexpr uint64_t kAskAgainNs = 1'000'000'000;   // repeat release requests while short
+using tunables::kPollNs;
+using tunables::kAskAgainNs;
 constexpr double MiB = 1024.0 * 1024.0;
 
 

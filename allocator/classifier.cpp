@@ -10,8 +10,9 @@
 #include "allocator/pools.h"
 #include "allocator/site_classes.h"
 #include "allocator/tracked_memory.h"
-#include "base/saturating.h"
 #include "base/log.h"
+#include "base/saturating.h"
+#include "base/tunables.h"
 
 namespace gshare::allocator {
 
@@ -32,15 +33,13 @@ std::atomic<uint64_t> g_release_points{0};
 // temporaries (a sum's output) at each such sync, and those do not end
 // its iteration.
 std::atomic<uint64_t> g_freed_since_boundary{0};
-constexpr uint64_t kReleaseBytes = 32ull << 20;
+using tunables::kReleaseBytes;
 // Bytes allocated since the last boundary: a boundary by which the process
 // grew is no quiet one (a forward pass that reads values back syncs while
 // it builds its activations, freeing nothing).
 std::atomic<uint64_t> g_born_since_boundary{0};
 uint64_t g_boundaries_without_free = 0;  // under g_boundary_mutex
-// A process that frees (that much) nothing, and does not grow, for this
-// many boundaries keeps what it has: each boundary is then a release point.
-constexpr uint64_t kQuietBoundaries = 8;
+using tunables::kQuietBoundaries;
 
 // Births at or after this iteration are never promoted by age: the process
 // has a framework cache, emptied then (UINT64_MAX: never emptied).
@@ -48,9 +47,7 @@ std::atomic<uint64_t> g_cache_emptied_at{UINT64_MAX};
 // The measuring emptying is due (set at the second classified boundary).
 std::atomic<bool> g_measure_due{false};
 std::atomic<int> g_measure_tries{0};
-// Boundaries at which to try: the first ones may come before the cache
-// exists (a model's set-up), or where no Python is running.
-constexpr int kMeasureTries = 20;
+using tunables::kMeasureTries;
 __thread int t_emptying_cache = 0;
 
 // A framework answers with its allocator's figures: P comes from them
@@ -61,7 +58,7 @@ std::atomic<bool> g_counted{false};
 // would make a step's live memory persistent).
 std::atomic<bool> g_framework_answered{false};
 // The last answers' in-use figures per device, under g_boundary_mutex.
-constexpr int kInUseWindow = 64;
+using tunables::kInUseWindow;
 struct InUseWindow {
   uint64_t values[kInUseWindow];
   int count;
@@ -72,13 +69,11 @@ struct InUseWindow {
   bool settled;
   int steady;  // answers running that agree with the one before
 };
-constexpr int kSteadyAnswers = 3;
+using tunables::kSteadyAnswers;
 InUseWindow g_in_use[kMaxDevices];
-// P moves only by more than this (or 1%): each move may re-form lanes.
-constexpr uint64_t kPersistentStepBytes = 16ull << 20;
+using tunables::kPersistentStepBytes;
 
-// E is the largest corrected peak of the last kPeakHistory iterations.
-constexpr int kPeakHistory = 8;
+using tunables::kPeakHistory;
 struct Peaks {
   uint64_t peaks[kPeakHistory];
   int count;

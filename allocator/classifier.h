@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "allocator/ledger.h"
+#include "base/tunables.h"
 #include "shm/arbiter.h"
 
 namespace gshare::allocator {
@@ -35,10 +36,8 @@ struct Birth {
 };
 
 // The site and class of an allocation of `bytes` being made by the calling
-// thread. Below kSiteMinBytes no site is taken: small buffers hardly move P
-// or E, and they are classified by age alone (a site costs tens of
-// nanoseconds once its frames are cached, a few microseconds until then).
-inline constexpr uint64_t kSiteMinBytes = 2ull << 20;
+// thread. Below kSiteMinBytes no site is taken (base/tunables.h).
+using tunables::kSiteMinBytes;
 Birth classify_birth(uint64_t bytes);
 
 // An allocation died: its site learns from how long it lived.

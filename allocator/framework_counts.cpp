@@ -7,6 +7,7 @@
 #include "allocator/classifier.h"
 #include "allocator/devices.h"
 #include "allocator/python_api.h"
+#include "base/tunables.h"
 #include "shm/region.h"
 
 namespace gshare::allocator {
@@ -50,12 +51,9 @@ constexpr const char* kCountsModule =
     "    except Exception: pass\n"
     "    return b''.join(struct.pack('<qQQ', d, a, r) for d, a, r in out)\n";
 
-// The share of time the questions may take, as 1/kDutyDivisor.
-constexpr uint64_t kDutyDivisor = 100;
-// The longest wait between questions; also while no framework answers.
-constexpr uint64_t kQuietIntervalNs = 100'000'000;
-// How much unused asking time may be saved up for a burst of questions.
-constexpr uint64_t kBurstNs = 100'000'000;
+using tunables::kDutyDivisor;
+using tunables::kQuietIntervalNs;
+using tunables::kBurstNs;
 
 std::atomic<bool> g_outstanding{false};
 std::atomic<uint64_t> g_next_ns{0};

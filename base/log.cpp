@@ -9,13 +9,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/tunables.h"
+
 namespace gshare {
 
 namespace {
 std::atomic<int> g_level{int(LogLevel::kWarn)};
 
-// At most kBurst messages per second; the rest are counted and reported.
-constexpr int kBurst = 20;
+using tunables::kBurst;
 std::atomic<long> g_window_second{0};
 std::atomic<int> g_in_window{0};
 std::atomic<int> g_suppressed{0};

@@ -7,6 +7,7 @@
 #include "allocator/framework_counts.h"
 #include "allocator/pools.h"
 #include "base/driver_api.h"
+#include "base/tunables.h"
 #include "scheduler/iterations.h"
 #include "scheduler/token.h"
 #include "shm/region.h"
@@ -35,7 +36,7 @@ bool stream_is_capturing(CUstream stream) {
 // events belong to the context they were created in, so the ring is rebuilt
 // when the context changes.
 struct InFlightBound {
-  static constexpr int kDepth = 1;
+  static constexpr int kDepth = tunables::kPriorityInFlightDepth;
   pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
   CUcontext context = nullptr;
   CUevent events[kDepth] = {};

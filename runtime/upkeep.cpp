@@ -11,6 +11,7 @@
 #include "allocator/devices.h"
 #include "allocator/pools.h"
 #include "base/log.h"
+#include "base/tunables.h"
 #include "runtime/launch_gate.h"
 
 namespace gshare::runtime {
@@ -19,14 +20,10 @@ using namespace allocator;
 
 namespace {
 std::atomic<bool> g_started{false};
-constexpr long kTickNs = 250'000'000;
-constexpr int kTicksPerRefresh = 4;
-// NVML's process query is a call into the kernel driver that can take a
-// millisecond and delay the process's own GPU work; once the context memory
-// stops changing (lazy module loading settles), ask ever less often, up to
-// every 8 s, and every second again after a change.
-constexpr unsigned kMinTicksPerContextRefresh = 4;
-constexpr unsigned kMaxTicksPerContextRefresh = 32;
+using tunables::kTickNs;
+using tunables::kTicksPerRefresh;
+using tunables::kMinTicksPerContextRefresh;
+using tunables::kMaxTicksPerContextRefresh;
 
 void* upkeep_loop(void*) {
   // Keep the program's signals for the program's own threads.

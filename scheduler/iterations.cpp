@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "base/log.h"
+#include "base/tunables.h"
 #include "scheduler/launch_detours.h"
 
 namespace gshare::scheduler {
@@ -17,24 +18,12 @@ namespace gshare::scheduler::iterations {
 namespace {
 
 // --- syncs ---
-// A step may sync once, or once per piece of a forward pass (up to
-// kMaxSyncPeriod times); three periods of history are kept for the largest.
-constexpr int kMaxSyncPeriod = 32;
+using tunables::kMaxSyncPeriod;
 constexpr int kGapHistory = 4 * kMaxSyncPeriod;
-// Memory at two iteration boundaries differs by at most this: a step's
-// activations are gone at its end, while a sync mid-step, after pieces were
-// allocated, holds more (in a first step, or in any step of a program that
-// allocates without a cache). PyTorch's cache holds exactly as much at every
-// step's end; 2 MiB lets a small-block segment come or go, while a model's
-// set-up, allocating a layer's weights (a few MiB) between syncs, does not
-// pass for steps.
-constexpr uint64_t kBoundaryBytesSlack = 2ull << 20;
-// A sync pattern is stale once this many iterations' launches pass without
-// a sync (a set-up that synced, then a loop that never does): the launch
-// pattern takes over.
-constexpr uint64_t kStaleIterations = 4;
-constexpr uint64_t kStaleMinLaunches = 256;
-constexpr uint64_t kProbation = 16;
+using tunables::kBoundaryBytesSlack;
+using tunables::kStaleIterations;
+using tunables::kStaleMinLaunches;
+using tunables::kProbation;
 
 // Launch counts of one loop can differ by a kernel or two (an allocator's
 // occasional memset): equal within 1%.
@@ -154,16 +143,14 @@ SyncPattern g_syncs;
 // kWindowSamples or has lasted kMaxWindowNs. It is analysed at 0.5 s, then
 // each time its age doubles (every 4 s from 4 s on), and closes at the
 // first period found: a step of 5 s shows two periods at 12 s.
-constexpr uint32_t kWindowSamples = 1u << 16;
-constexpr uint64_t kFirstAnalysisNs = 500'000'000;
-constexpr uint64_t kMaxWindowNs = 16'000'000'000;
-constexpr uint64_t kMaxAnalysisStepNs = 4'000'000'000;  // analysed at 8, 12, 16 s
-constexpr uint64_t kSearchEveryNs = 1'000'000'000;   // while no pattern is known
-constexpr uint64_t kRecheckEveryNs = 5'000'000'000;  // to refresh a known one
+using tunables::kWindowSamples;
+using tunables::kFirstAnalysisNs;
+using tunables::kMaxWindowNs;
+using tunables::kMaxAnalysisStepNs;
+using tunables::kSearchEveryNs;
+using tunables::kRecheckEveryNs;
 constexpr uint32_t kMinPeriod = 2;  // one launch repeated is no structure
-// A period may differ from exact repetition in one sample in 256 (an
-// occasional different kernel).
-constexpr uint32_t kMismatchesPer = 256;
+using tunables::kMismatchesPer;
 // Samples a launch may still be writing when an open window is analysed.
 constexpr uint32_t kInFlightSamples = 64;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/tunables.h"
 #include "shm/futex.h"
 #include "shm/region.h"
 
@@ -19,9 +20,9 @@ using shm::Slot;
 
 namespace {
 
-constexpr uint64_t kMaxSleepNs = 250'000'000;  // a waiter re-checks at least this often
-constexpr uint64_t kMidIterationIdleNs = 2'000'000'000;  // see HolderWatch::idle
-constexpr uint64_t kMinSleepNs = 200'000;
+using tunables::kMaxSleepNs;
+using tunables::kMidIterationIdleNs;
+using tunables::kMinSleepNs;
 
 uint64_t ms_to_ns(double ms) { return uint64_t(ms * 1e6); }
 
@@ -37,12 +38,7 @@ int token_index(const Region& r, int slot) {
   return lane < shm::kMaxLanes ? int(lane) : 0;
 }
 
-// srtf's estimate of the GPU time a job still needs. A job that gave its
-// iteration count but has not run long enough for its iteration time to be
-// measured counts as shortest for its first kProbeNs of GPU time: it gets a
-// slice soon, which measures it, and is then ranked by its real estimate
-// (otherwise it would count as longest, and never run to be measured).
-constexpr uint64_t kProbeNs = 500'000'000;
+using tunables::kProbeNs;
 
 uint64_t remaining_ns(const Slot& s) {
   if (s.expected_ns != 0) return s.expected_ns > s.served_ns ? s.expected_ns - s.served_ns : 0;

@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/policy_names.h"
+#include "base/tunables.h"
 #include "rules/policy.h"
 #include "shm/arbiter.h"
 
@@ -42,7 +43,9 @@ int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
 
 // What a job may hold in ephemeral memory and still count as between
 // iterations: leftovers such as a value read back, a small cache.
-uint64_t lane_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 20, h.capacity_bytes / 64); }
+uint64_t lane_slack(const RegionHeader& h) {
+  return std::max<uint64_t>(tunables::kLaneSlackMinBytes, h.capacity_bytes / tunables::kLaneSlackDivisor);
+}
 
 // A lane's holder that sits idle (the token neither held nor wanted, no
 // memory waited for, no thread in a host sync) holds its space no longer:
@@ -51,8 +54,8 @@ uint64_t lane_slack(const RegionHeader& h) { return std::max<uint64_t>(64ull << 
 // counts against the capacity, and is asked back when short. One that has
 // launched may be mid-iteration with host work between its kernels (a
 // first step's library set-up): it keeps the space for kLaneSettleNs after
-// it lost the token, as long as the token's own mid-iteration idle time.
-constexpr uint64_t kLaneSettleNs = 2'000'000'000;
+// it lost the token.
+using tunables::kLaneSettleNs;
 
 bool lane_holder_settled(const Slot& s) {
   if (s.job_state != kJobIdle || s.admission != kAdmitted || s.gpu_waits.load(std::memory_order_relaxed) != 0)

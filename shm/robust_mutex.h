@@ -29,12 +29,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/tunables.h"
+
 namespace gshare::shm {
 
 enum class LockResult { kLocked, kRepaired, kFailed };
 
 // How long one lock may wait for the mutex before it is declared unusable.
-inline constexpr uint64_t kLockTimeoutNs = 5'000'000'000ull;
+using tunables::kLockTimeoutNs;
 
 // Initialises `m` for use across processes, robust. Only the region's
 // creator calls this, before the region is published.

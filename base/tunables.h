@@ -1,0 +1,131 @@
+// gshare's tuning constants, in one place: each with why it has its value.
+// The code that uses one names it with `using tunables::kName;` beside its
+// rule. docs/DESIGN.md, §12, lists them with their units; the GSHARE_*
+// variables (base/options.h) are the settings a user may change.
+#pragma once
+
+#include <cstdint>
+
+namespace gshare::tunables {
+
+// --- Admission waits (allocator/admission.cpp) ---
+inline constexpr uint64_t kPollNs = 50'000'000;          // re-check at least this often
+inline constexpr uint64_t kAskAgainNs = 1'000'000'000;   // repeat release requests while short
+
+// --- Classification into P and E (allocator/classifier.cpp) ---
+// Below this no allocation site is taken: small buffers hardly move P or
+// E, and they are classified by age alone (a site costs tens of
+// nanoseconds once its frames are cached, a few microseconds until then).
+inline constexpr uint64_t kSiteMinBytes = 2ull << 20;
+// The bytes freed since the last boundary that make it a release point: a
+// loop that reads values back mid-iteration frees small temporaries at each
+// such sync, and those do not end its iteration.
+inline constexpr uint64_t kReleaseBytes = 32ull << 20;
+// A process that frees (that much) nothing, and does not grow, for this
+// many boundaries keeps what it has: each boundary is then a release point.
+inline constexpr uint64_t kQuietBoundaries = 8;
+// Boundaries at which to try the measuring emptying of a framework cache:
+// the first ones may come before the cache exists (a model's set-up), or
+// where no Python is running.
+inline constexpr int kMeasureTries = 20;
+// P from a framework's figures is the least in use over this many answers.
+inline constexpr int kInUseWindow = 64;
+// Answers running that agree within kReleaseBytes let P rise (a loop that
+// syncs only at rest).
+inline constexpr int kSteadyAnswers = 3;
+// P moves only by more than this (or 1%): each move may re-form lanes.
+inline constexpr uint64_t kPersistentStepBytes = 16ull << 20;
+// E is the largest corrected peak of the last kPeakHistory iterations.
+inline constexpr int kPeakHistory = 8;
+
+// --- Asking frameworks for their figures (allocator/framework_counts.cpp) ---
+// The share of time the questions may take, as 1/kDutyDivisor.
+inline constexpr uint64_t kDutyDivisor = 100;
+// The longest wait between questions; also while no framework answers.
+inline constexpr uint64_t kQuietIntervalNs = 100'000'000;
+// How much unused asking time may be saved up for a burst of questions.
+inline constexpr uint64_t kBurstNs = 100'000'000;
+
+// --- Iteration detection (scheduler/iterations.cpp) ---
+// A step may sync once, or once per piece of a forward pass (up to
+// kMaxSyncPeriod times); three periods of history are kept for the largest.
+inline constexpr int kMaxSyncPeriod = 32;
+// Memory at two iteration boundaries differs by at most this: a step's
+// activations are gone at its end, while a sync mid-step, after pieces were
+// allocated, holds more (in a first step, or in any step of a program that
+// allocates without a cache). PyTorch's cache holds exactly as much at every
+// step's end; 2 MiB lets a small-block segment come or go, while a model's
+// set-up, allocating a layer's weights (a few MiB) between syncs, does not
+// pass for steps.
+inline constexpr uint64_t kBoundaryBytesSlack = 2ull << 20;
+// A sync pattern is stale once this many iterations' launches pass without
+// a sync (a set-up that synced, then a loop that never does): the launch
+// pattern takes over.
+inline constexpr uint64_t kStaleIterations = 4;
+inline constexpr uint64_t kStaleMinLaunches = 256;
+// A sync pattern that ends within this many iterations was a burst (a
+// model's set-up), not a loop: its iterations are taken back.
+inline constexpr uint64_t kProbation = 16;
+// A launch-observation window holds at most kWindowSamples or lasts
+// kMaxWindowNs; it is analysed at kFirstAnalysisNs, then each time its age
+// doubles, by at most kMaxAnalysisStepNs: a step of 5 s shows two periods at
+// 12 s.
+inline constexpr uint32_t kWindowSamples = 1u << 16;
+inline constexpr uint64_t kFirstAnalysisNs = 500'000'000;
+inline constexpr uint64_t kMaxWindowNs = 16'000'000'000;
+inline constexpr uint64_t kMaxAnalysisStepNs = 4'000'000'000;  // analysed at 8, 12, 16 s
+inline constexpr uint64_t kSearchEveryNs = 1'000'000'000;   // while no pattern is known
+inline constexpr uint64_t kRecheckEveryNs = 5'000'000'000;  // to refresh a known one
+// A period may differ from exact repetition in one sample in 256 (an
+// occasional different kernel).
+inline constexpr uint32_t kMismatchesPer = 256;
+
+// --- The launch token (scheduler/token.cpp) ---
+inline constexpr uint64_t kMaxSleepNs = 250'000'000;  // a waiter re-checks at least this often
+inline constexpr uint64_t kMidIterationIdleNs = 2'000'000'000;  // see HolderWatch::idle
+inline constexpr uint64_t kMinSleepNs = 200'000;  // a waiter's shortest sleep
+// srtf's estimate of the GPU time a job still needs. A job that gave its
+// iteration count but has not run long enough for its iteration time to be
+// measured counts as shortest for its first kProbeNs of GPU time: it gets a
+// slice soon, which measures it, and is then ranked by its real estimate
+// (otherwise it would count as longest, and never run to be measured).
+inline constexpr uint64_t kProbeNs = 500'000'000;
+
+// --- The upkeep thread (runtime/upkeep.cpp) ---
+// Dead processes' slots are reclaimed every tick, so their bytes return
+// within a second even when no one allocates; pools are re-measured every
+// kTicksPerRefresh ticks.
+inline constexpr long kTickNs = 250'000'000;
+inline constexpr int kTicksPerRefresh = 4;
+// NVML's process query is a call into the kernel driver that can take a
+// millisecond and delay the process's own GPU work; once the context memory
+// stops changing (lazy module loading settles), ask ever less often, up to
+// every 8 s, and every second again after a change.
+inline constexpr unsigned kMinTicksPerContextRefresh = 4;
+inline constexpr unsigned kMaxTicksPerContextRefresh = 32;
+
+// --- Lanes (shm/lane_space.cpp) ---
+// What a job may hold in ephemeral memory and still count as between
+// iterations (leftovers such as a value read back, a small cache): the
+// larger of kLaneSlackMinBytes and the GPU's memory / kLaneSlackDivisor.
+inline constexpr uint64_t kLaneSlackMinBytes = 64ull << 20;
+inline constexpr uint64_t kLaneSlackDivisor = 64;
+// How long a lane's holder that has launched keeps its lane's space after
+// it lost the token (it may be mid-iteration with host work between its
+// kernels): as long as the token's own mid-iteration idle time.
+inline constexpr uint64_t kLaneSettleNs = 2'000'000'000;
+
+// --- The region's lock (shm/robust_mutex.h) ---
+// How long one lock may wait for the mutex before it is declared unusable.
+inline constexpr uint64_t kLockTimeoutNs = 5'000'000'000ull;
+
+// --- Priority's bound on in-flight work (runtime/launch_gate.cpp) ---
+// Launches a lower-priority job may have queued: with 1, a higher job that
+// wakes starts within about one of its kernels.
+inline constexpr int kPriorityInFlightDepth = 1;
+
+// --- Logging (base/log.cpp) ---
+// At most kBurst messages per second; the rest are counted and reported.
+inline constexpr int kBurst = 20;
+
+}  // namespace gshare::tunables
