@@ -6,6 +6,7 @@
 #include "base/tunables.h"
 #include "shm/futex.h"
 #include "shm/region.h"
+#include "shm/tokens.h"
 
 namespace gshare::scheduler {
 
@@ -166,7 +167,7 @@ int holder_slot_locked(const Arbiter& arbiter, int k) {
   int slot = int(token.holder) - 1;
   const Slot& s = arbiter.region()->slots[slot];
   if (s.state != shm::kSlotLive || s.generation != token.holder_generation) {
-    token.holder = 0;
+    shm::forget_gone_holder_locked(token);
     return -1;
   }
   return slot;
@@ -228,7 +229,6 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
                   uint64_t now) {
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
-  shm::Token& token = h.tokens[k];
   Policy policy = region_policy(h);
   int old = holder_slot_locked(arbiter, k);
   if (old >= 0) {
@@ -246,11 +246,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   s.job_state = shm::kJobRunning;
   s.accounted_mono_ns = now;
   s.granted++;
-  token.holder = uint32_t(job.id) + 1;
-  token.holder_generation = s.generation;
-  token.slice_start_mono_ns = now;
-  uint64_t length = slice_length(policy, job, s.quantum_ns);
-  token.slice_end_mono_ns = length == kForever ? kForever : now + length;
+  shm::give_token_locked(r, k, job.id, now, slice_length(policy, job, s.quantum_ns));
   if (old != job.id) {
     // A switch (token.h): its cost runs from now, or from when the last
     // holder began to hand over (giving its cache back first), to the new
@@ -285,13 +281,9 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   if (holder >= 0 && t.index(holder) < 0) holder = -1;  // dead, or moved to another lane
   bool holder_idle = holder >= 0 && holder == idle.slot && r.slots[holder].granted == idle.granted;
   if (holder_idle) {
-    Slot& s = r.slots[holder];
-    s.gate.store(shm::kGateClosed, std::memory_order_release);
-    s.job_state = shm::kJobIdle;
     t.of_slot(holder)->active = false;
-    token.holder = 0;
+    shm::take_token_locked(r, k, holder, shm::kJobIdle, now);
     holder = -1;
-    shm::wake_waiters(h);
   }
   if (holder < 0) {
     int next = pick_locked(arbiter, policy, t, -1);
@@ -319,9 +311,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
     if (best != current) {
       gate |= shm::kGateYield;
     } else {
-      uint64_t length = slice_length(policy, t.jobs[current], s.quantum_ns);
-      token.slice_start_mono_ns = now;
-      token.slice_end_mono_ns = length == kForever ? kForever : now + length;
+      shm::renew_slice_locked(token, now, slice_length(policy, t.jobs[current], s.quantum_ns));
     }
   }
   // A higher-priority job may have come or gone since the grant. The other
@@ -549,9 +539,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     if (next < 0 || next == current) {
       // Nobody else should run: a new slice, no handover (a switch to this
       // job that has not reached its first launch stays to be measured).
-      uint64_t length = slice_length(policy, t.jobs[current], me.quantum_ns);
-      r.header.tokens[k].slice_start_mono_ns = now;
-      r.header.tokens[k].slice_end_mono_ns = length == kForever ? kForever : now + length;
+      shm::renew_slice_locked(r.header.tokens[k], now, slice_length(policy, t.jobs[current], me.quantum_ns));
       me.gate.store(open_gate_for(policy, t, t.jobs[current], me), std::memory_order_release);
       return;
     }
@@ -581,14 +569,8 @@ static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current,
     grant_locked(arbiter, k, t, next, after, now);
     return;
   }
-  Region& r = *arbiter.region();
-  Slot& me = r.slots[arbiter.own_slot()];
   account_locked(arbiter, k, &t, now);
-  me.gate.store(shm::kGateClosed, std::memory_order_release);
-  me.job_state = after;
-  if (still_waiting) me.wait_since_mono_ns = now;
-  r.header.tokens[k].holder = 0;
-  shm::wake_waiters(r.header);
+  shm::take_token_locked(*arbiter.region(), k, arbiter.own_slot(), after, now);
 }
 
 void lend_while_idle(Arbiter& arbiter) {
@@ -673,21 +655,6 @@ bool holds_token(const Arbiter& arbiter) {
 const shm::Token& own_token(const Arbiter& arbiter) {
   const Region& r = *arbiter.region();
   return r.header.tokens[token_index(r, arbiter.own_slot())];
-}
-
-void release_moved_tokens_locked(Arbiter& arbiter) {
-  Region& r = *arbiter.region();
-  for (uint32_t k = 0; k < shm::kMaxLanes; ++k) {
-    int holder = holder_slot_locked(arbiter, int(k));
-    if (holder < 0 || token_index(r, holder) == int(k)) continue;
-    account_locked(arbiter, int(k), nullptr, mono_now_ns());
-    Slot& s = r.slots[holder];
-    s.gate.store(shm::kGateClosed, std::memory_order_release);
-    s.job_state = shm::kJobWaiting;
-    s.wait_since_mono_ns = mono_now_ns();
-    r.header.tokens[k].holder = 0;
-    shm::wake_waiters(r.header);
-  }
 }
 
 }  // namespace gshare::scheduler

@@ -106,10 +106,6 @@ bool holds_token(const shm::Arbiter& arbiter);
 // The token this job launches under.
 const shm::Token& own_token(const shm::Arbiter& arbiter);
 
-// After lanes were re-formed under pack: a holder whose lane changed gives
-// its old lane's token back and waits for its new lane's. Under the lock.
-void release_moved_tokens_locked(shm::Arbiter& arbiter);
-
 // The launch that passed a gate with kGateFirstLaunch, at `now`: records
 // the cost of the switch that made this job the holder (Slot::switch_ns,
 // RegionHeader::switch_ns_total) and clears the bit, so that the job's

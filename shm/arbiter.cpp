@@ -11,6 +11,7 @@
 #include "shm/lane_space.h"
 #include "shm/liveness.h"
 #include "shm/robust_mutex.h"
+#include "shm/tokens.h"
 
 namespace gshare::shm {
 
@@ -104,8 +105,7 @@ static void drop_token_locked(RegionHeader& h, Slot& s, int index) {
   bool held = false;
   for (Token& token : h.tokens) {
     if (token.holder != uint32_t(index) + 1) continue;
-    token.holder = 0;
-    token.slice_end_mono_ns = 0;
+    forget_gone_holder_locked(token);
     held = true;
   }
   if (held) wake_waiters(h);
@@ -509,7 +509,7 @@ void Arbiter::repair_locked() {
   for (Token& token : h.tokens)
     if (token.holder > kMaxSlots ||
         (token.holder != 0 && file_.region->slots[token.holder - 1].state != kSlotLive))
-      token.holder = 0;
+      forget_gone_holder_locked(token);
   // Whoever waits re-decides who holds the token.
   wake_waiters(h);
   h.repairs++;

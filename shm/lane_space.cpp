@@ -7,6 +7,7 @@
 #include "base/tunables.h"
 #include "rules/policy.h"
 #include "shm/arbiter.h"
+#include "shm/tokens.h"
 
 namespace gshare::shm {
 
@@ -167,14 +168,7 @@ void apply_lanes(Region& r, const rules::LaneJob* jobs, int n,
         uint32_t lane = r.slots[h.tokens[k].holder - 1].lane;
         return lane < kMaxLanes ? int(lane) : rules::kNoLane;
       },
-      [&](int k) {
-        Token& token = h.tokens[k];
-        Slot& s = r.slots[token.holder - 1];
-        s.gate.store(kGateClosed, std::memory_order_release);
-        s.job_state = kJobWaiting;
-        s.wait_since_mono_ns = mono_now_ns();
-        token.holder = 0;
-      });
+      [&](int k) { take_token_locked(r, k, int(h.tokens[k].holder) - 1, kJobWaiting, mono_now_ns()); });
   wake_waiters(h);
 }
 

@@ -1,0 +1,33 @@
+#include "shm/tokens.h"
+
+#include "shm/arbiter.h"
+
+namespace gshare::shm {
+
+void give_token_locked(Region& r, int k, int slot, uint64_t now, uint64_t slice_ns) {
+  Token& token = r.header.tokens[k];
+  token.holder = uint32_t(slot) + 1;
+  token.holder_generation = r.slots[slot].generation;
+  renew_slice_locked(token, now, slice_ns);
+}
+
+void renew_slice_locked(Token& token, uint64_t now, uint64_t slice_ns) {
+  token.slice_start_mono_ns = now;
+  token.slice_end_mono_ns = slice_ns == UINT64_MAX ? UINT64_MAX : now + slice_ns;
+}
+
+void take_token_locked(Region& r, int k, int slot, JobState after, uint64_t now) {
+  Slot& s = r.slots[slot];
+  s.gate.store(kGateClosed, std::memory_order_release);
+  s.job_state = after;
+  if (after == kJobWaiting) s.wait_since_mono_ns = now;
+  r.header.tokens[k].holder = 0;
+  wake_waiters(r.header);
+}
+
+void forget_gone_holder_locked(Token& token) {
+  token.holder = 0;
+  token.slice_end_mono_ns = 0;
+}
+
+}  // namespace gshare::shm

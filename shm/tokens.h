@@ -1,0 +1,29 @@
+// The launch tokens' fields (shm/layout.h, Token) are written only here.
+// Whoever decides who holds a token (scheduler/token.cpp, or the arbiter
+// when a slot goes or the lanes move) calls these under the region's lock;
+// readers elsewhere only read (docs/DESIGN.md, §7.1).
+#pragma once
+
+#include <cstdint>
+
+#include "shm/layout.h"
+
+namespace gshare::shm {
+
+// Token `k` goes to `slot` (the caller has updated the slot's own state):
+// a slice starts now and lasts `slice_ns` (UINT64_MAX: for ever).
+void give_token_locked(Region& r, int k, int slot, uint64_t now, uint64_t slice_ns);
+
+// The holder of token `k` keeps it: a new slice starts now.
+void renew_slice_locked(Token& token, uint64_t now, uint64_t slice_ns);
+
+// Token `k` is taken from its holder `slot`: its gate closes, its job state
+// becomes `after` (waiting since `now` if kJobWaiting), the token is free
+// and its waiters are woken.
+void take_token_locked(Region& r, int k, int slot, JobState after, uint64_t now);
+
+// Token `k`'s holder is gone (its slot freed or reused): the token is free.
+// Whoever waits decides again.
+void forget_gone_holder_locked(Token& token);
+
+}  // namespace gshare::shm
