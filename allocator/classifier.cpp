@@ -7,6 +7,7 @@
 #include "allocator/devices.h"
 #include "allocator/framework_caches.h"
 #include "allocator/framework_counts.h"
+#include "allocator/in_use_window.h"
 #include "allocator/pools.h"
 #include "allocator/site_classes.h"
 #include "allocator/tracked_memory.h"
@@ -58,20 +59,7 @@ std::atomic<bool> g_counted{false};
 // would make a step's live memory persistent).
 std::atomic<bool> g_framework_answered{false};
 // The last answers' in-use figures per device, under g_boundary_mutex.
-using tunables::kInUseWindow;
-struct InUseWindow {
-  uint64_t values[kInUseWindow];
-  int count;
-  int next;
-  // Whether P may rise: the answers fell by kReleaseBytes or more from one
-  // to the next (an iteration's memory was freed), or kSteadyAnswers
-  // running agreed within kReleaseBytes (a loop that syncs at rest).
-  bool settled;
-  int steady;  // answers running that agree with the one before
-};
-using tunables::kSteadyAnswers;
 InUseWindow g_in_use[kMaxDevices];
-using tunables::kPersistentStepBytes;
 
 using tunables::kPeakHistory;
 struct Peaks {
@@ -377,22 +365,8 @@ void note_framework_counts(const FrameworkCount* counts, int n) {
       if (held < allocated) return;
       uint64_t cached = saturating_sub(reserved, allocated);
       uint64_t in_use = saturating_sub(held, cached);
-      if (w.count > 0) {
-        uint64_t last = w.values[(w.next + kInUseWindow - 1) % kInUseWindow];
-        bool agrees = last < in_use + kReleaseBytes && in_use < last + kReleaseBytes;
-        w.steady = agrees ? w.steady + 1 : 0;
-        if (last >= in_use + kReleaseBytes || w.steady + 1 >= kSteadyAnswers) w.settled = true;
-      }
-      w.values[w.next] = in_use;
-      w.next = (w.next + 1) % kInUseWindow;
-      if (w.count < kInUseWindow) w.count++;
-      uint64_t least = UINT64_MAX;
-      for (int i = 0; i < w.count; ++i) least = w.values[i] < least ? w.values[i] : least;
-      uint64_t p = least < held ? least : held;
-      uint64_t step = s.persistent_bytes / 100 > kPersistentStepBytes ? s.persistent_bytes / 100 : kPersistentStepBytes;
-      uint64_t moved = p > s.persistent_bytes ? p - s.persistent_bytes : s.persistent_bytes - p;
-      if (p > s.persistent_bytes && !w.settled && w.count < kInUseWindow) return;
-      if (moved > step || (w.count == 1 && moved > 0)) set_persistent_locked(device, p);
+      uint64_t p = 0;
+      if (w.record(in_use, held, s.persistent_bytes, &p)) set_persistent_locked(device, p);
     });
   });
   pthread_mutex_unlock(&g_boundary_mutex);

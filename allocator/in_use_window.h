@@ -1,0 +1,36 @@
+// P from a caching framework's own figures (allocator/framework_counts.h):
+// each answer gives what the process really uses (what it holds less the
+// framework's cache), and P is the least of that over the latest
+// kInUseWindow answers: the least is the loss read after a step, its
+// activations freed (docs/DESIGN.md, §5.4). Pure arithmetic over one
+// device's answers; the classifier applies the P it gives.
+#pragma once
+
+#include <cstdint>
+
+#include "base/tunables.h"
+
+namespace gshare::allocator {
+
+class InUseWindow {
+ public:
+  // An answer of `in_use` bytes, while the process holds `held` (beyond
+  // its context) and its P is `current_p`. Returns true with the new P in
+  // *p when P should move: it falls with any answer, but rises only once
+  // the answers have shown an iteration's end (falling by kReleaseBytes or
+  // more from one to the next), kSteadyAnswers running agreed within
+  // kReleaseBytes (a loop that syncs at rest), or the window is full: the
+  // first answers may all come from the middle of an iteration. P moves
+  // only by more than kPersistentStepBytes or 1%, since each move may
+  // re-form lanes; the first answer moves it by any amount.
+  bool record(uint64_t in_use, uint64_t held, uint64_t current_p, uint64_t* p);
+
+ private:
+  uint64_t values_[tunables::kInUseWindow] = {};
+  int count_ = 0;
+  int next_ = 0;
+  bool settled_ = false;  // P may rise
+  int steady_ = 0;        // answers running that agree with the one before
+};
+
+}  // namespace gshare::allocator
