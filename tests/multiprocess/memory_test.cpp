@@ -458,7 +458,7 @@ TEST_CASE("a caching job idle in Python gives its cache back to a job that needs
   CHECK(first.out == "done 20\n");
 }
 
-TEST_CASE("a caching job gives its cache and its turn back as Python's exit begins, not when its process ends") {
+TEST_CASE("a caching job gives its cache and its turn back as Python's exit begins, not when its process ends", "[turns]") {
   // The first job ends its loop and exits; its interpreter's teardown then
   // takes 10 s with the cache held (as PyTorch's takes about a second),
   // and reaches no gshare hook, nor any Python code gshare could run. A
@@ -498,7 +498,7 @@ TEST_CASE("a caching job gives its cache and its turn back as Python's exit begi
   CHECK(second.err.find("waits for") == std::string::npos);
 }
 
-TEST_CASE("under fifo the job running in a lane keeps its cache while its lane-mates wait for the space") {
+TEST_CASE("under fifo the job running in a lane keeps its cache while its lane-mates wait for the space", "[turns]") {
   // Three caching jobs of P 1 GiB and E 3 GiB on 8 GiB: one lane, run one
   // after another. The waiters need the lane's space, which the runner's
   // next iteration takes again; emptying its cache at every boundary for
