@@ -31,7 +31,7 @@ bool stream_is_capturing(CUstream stream) {
 // its launches, and before the next launch a wait for the event of the
 // kDepth-th launch before. With kDepth 1, one kernel at most is queued when
 // a higher job wakes, which then starts within about one of the lower
-// job's kernels (the promise); the lower job pays a host round trip
+// job's kernels, as priority promises; the lower job pays a host round trip
 // between its kernels while a higher job exists. One ring per process:
 // events belong to the context they were created in, so the ring is rebuilt
 // when the context changes.
