@@ -90,6 +90,14 @@ inline constexpr uint64_t kMinSleepNs = 200'000;  // a waiter's shortest sleep
 // slice soon, which measures it, and is then ranked by its real estimate
 // (otherwise it would count as longest, and never run to be measured).
 inline constexpr uint64_t kProbeNs = 500'000'000;
+// A turn lasts at least this many times what a switch to its job costs
+// (rules::Job::switch_cost_ns): jobs of one lane hand their ephemeral
+// memory over at a switch, and a turn of one short iteration would spend
+// most of the GPU's time on that. 20 keeps switching under 5%...
+inline constexpr uint64_t kTurnPerSwitchCost = 20;
+// ...but a turn grows to no more than this: beyond it the others wait too
+// long for their share.
+inline constexpr uint64_t kMaxTurnNs = 2'000'000'000;
 
 // --- The upkeep thread (runtime/upkeep.cpp) ---
 // Dead processes' slots are reclaimed every tick, so their bytes return

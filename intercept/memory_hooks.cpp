@@ -18,6 +18,7 @@ CUresult allocate_pitched(size_t width, size_t height, Call&& call, Undo&& undo)
     uint64_t key, bytes;
     return call(&key, &bytes);
   }
+  runtime::MemoryCallTime timing;
   uint64_t guess = ((uint64_t(width) + 511) & ~uint64_t(511)) * height;
   return note_allocation(allocator::allocate_pitched_tracked(*device, "cuMemAllocPitch", guess, call, undo));
 }
@@ -29,6 +30,7 @@ CUresult allocate(AllocationKind kind, const char* name, uint64_t bytes, Call&& 
     uint64_t ignored;
     return call(&ignored);
   }
+  runtime::MemoryCallTime timing;
   return note_allocation(allocator::allocate_tracked(*device, kind, name, bytes, call));
 }
 }  // namespace

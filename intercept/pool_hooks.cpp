@@ -25,6 +25,7 @@ CUresult allocate_async(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUst
   HookScope scope;
   allocator::Device* device = allocator::current_device();
   if (!device) return real(dptr);
+  MemoryCallTime timing;
   return note_allocation(allocator::allocate_from_pool(*device, pool, stream, bytes, name,
                                                       [&](CUdeviceptr* out) {
                                                         CUresult r = real(dptr);

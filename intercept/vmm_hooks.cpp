@@ -4,6 +4,7 @@
 #include "allocator/tracked_memory.h"
 #include "allocator/vmm.h"
 #include "intercept/interception.h"
+#include "runtime/switch_cost.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
@@ -16,6 +17,7 @@ GSHARE_HOOK(CUresult, cuMemCreate,
   HookScope scope;
   allocator::Device* device = allocator::device_at(prop->location.id);
   if (!device) return REAL(cuMemCreate)(handle, size, prop, flags);
+  runtime::MemoryCallTime timing;
   return allocator::allocate_tracked(*device, allocator::AllocationKind::kPhysical, "cuMemCreate",
                                      size, [&](uint64_t* key) {
                                        CUresult r = REAL(cuMemCreate)(handle, size, prop, flags);
@@ -38,6 +40,7 @@ GSHARE_HOOK(CUresult, cuMemMap,
 GSHARE_HOOK(CUresult, cuMemUnmap, (CUdeviceptr ptr, size_t size)) {
   if (!hooks_active()) return REAL(cuMemUnmap)(ptr, size);
   HookScope scope;
+  runtime::MemoryCallTime timing;
   allocator::UnmapPlan plan;
   allocator::plan_unmap(ptr, size, &plan);
   CUresult result = REAL(cuMemUnmap)(ptr, size);

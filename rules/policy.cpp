@@ -1,6 +1,13 @@
 #include "rules/policy.h"
 
+#include <algorithm>
+
+#include "base/tunables.h"
+
 namespace gshare::rules {
+
+using tunables::kMaxTurnNs;
+using tunables::kTurnPerSwitchCost;
 
 namespace {
 
@@ -52,14 +59,21 @@ int pick_next(Policy policy, const Job* jobs, int count, int holder) {
 }
 
 uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns) {
+  uint64_t base = quantum_ns;
   switch (policy) {
     case Policy::kFifo: return kForever;
     case Policy::kFair:
-    case Policy::kPack: return quantum_ns * (job.weight ? job.weight : 1);
+    case Policy::kPack: base = quantum_ns * (job.weight ? job.weight : 1); break;
     case Policy::kSrtf:
-    case Policy::kPriority: return quantum_ns;
+    case Policy::kPriority: break;
   }
-  return quantum_ns;
+  // Jobs that hand memory over at each switch (one lane's) would otherwise
+  // switch at every short iteration and spend the GPU on that: the turn
+  // grows with what the job's switches have cost.
+  uint64_t amortized = job.switch_cost_ns >= kMaxTurnNs / kTurnPerSwitchCost
+                           ? kMaxTurnNs
+                           : job.switch_cost_ns * kTurnPerSwitchCost;
+  return std::max(base, amortized);
 }
 
 bool preempts_now(Policy policy, const Job& holder, const Job& candidate) {

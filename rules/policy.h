@@ -39,6 +39,10 @@ struct Job {
   uint64_t served_ns = 0;
   uint64_t vtime_ns = 0;
   uint64_t remaining_ns = kForever;  // srtf: expected GPU time left
+  // What a switch to this job has cost beyond its work (the last holder's
+  // cache going back, this job's memory allocated anew): 0 when nothing
+  // is known or a switch costs nothing measurable.
+  uint64_t switch_cost_ns = 0;
 };
 
 // The job that should hold the token now, or -1 when none is active.
@@ -54,7 +58,10 @@ struct Job {
 int pick_next(Policy policy, const Job* jobs, int count, int holder);
 
 // How long a slice granted to `job` lasts before the policy is asked again.
-// kForever for fifo: the holder runs until it goes idle or exits.
+// kForever for fifo: the holder runs until it goes idle or exits. Else the
+// policy's quantum, or longer where a switch to the job is costly: at least
+// tunables::kTurnPerSwitchCost times its switch cost, up to
+// tunables::kMaxTurnNs (or the quantum, if that is longer).
 uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns);
 
 // Whether `candidate`, which has just become active, takes the GPU from the

@@ -10,6 +10,7 @@
 #include "base/tunables.h"
 #include "scheduler/iterations.h"
 #include "scheduler/token.h"
+#include "runtime/switch_cost.h"
 #include "shm/region.h"
 
 namespace gshare::runtime {
@@ -140,7 +141,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
       // The first launch since a switch made this job the holder: the
       // switch's cost ends here (scheduler/token.h). Then the gate is read
       // again: the token may have moved while we took the lock.
-      note_first_launch(arbiter, mono_now_ns());
+      begin_switch_cost(slot, note_first_launch(arbiter, mono_now_ns()));
     } else {
       break;
     }
@@ -195,6 +196,7 @@ void after_host_sync(bool ends_iteration) {
     // that fall mid-iteration later.
     if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
     allocator::measure_framework_cache_if_due();
+    end_switch_cost();
   }
   allocator::answer_release_requests_from_hook();
   allocator::for_each_attached_device([&](allocator::Device& device) {
@@ -252,6 +254,12 @@ void scheduler_tick() {
   iterations::tick(launches, now);
   iterations::Estimate estimate = iterations::current(launches);
   if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
+  // A loop that never syncs ends its iterations between ticks: the switch
+  // cost's measure ends at the first tick past one.
+  static uint64_t last_iterations = 0;
+  if (estimate.source == shm::kIterationsFromLaunches && estimate.iterations != last_iterations)
+    end_switch_cost();
+  last_iterations = estimate.iterations;
   allocator::answer_release_requests();
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();

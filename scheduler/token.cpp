@@ -78,6 +78,7 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     j.served_ns = s.served_ns;
     j.vtime_ns = s.vtime_ns;
     j.remaining_ns = remaining_ns(s);
+    j.switch_cost_ns = s.switch_cost_ns.load(std::memory_order_relaxed);
     t.index_of_slot[i] = t.count++;
   }
 }
@@ -615,9 +616,10 @@ void step_aside(Arbiter& arbiter, bool still_waiting) {
   });
 }
 
-void note_first_launch(Arbiter& arbiter, uint64_t now) {
+SwitchRecord note_first_launch(Arbiter& arbiter, uint64_t now) {
   Region& r = *arbiter.region();
   Slot& me = r.slots[arbiter.own_slot()];
+  SwitchRecord record;
   bool locked = arbiter.update([&] {
     // Under the lock, like every other write of the gate: no decision can
     // store a gate read before this clear and bring the bit back.
@@ -628,6 +630,7 @@ void note_first_launch(Arbiter& arbiter, uint64_t now) {
     me.switches++;
     me.switch_ns += cost;
     me.last_switch_ns = cost;
+    record = {true, me.switches, cost};
     RegionHeader& h = r.header;
     h.switches++;
     h.switch_ns_total += cost;
@@ -635,6 +638,7 @@ void note_first_launch(Arbiter& arbiter, uint64_t now) {
   });
   // An unusable lock must not keep every launch on the slow path.
   if (!locked) me.gate.fetch_and(~uint32_t(shm::kGateFirstLaunch), std::memory_order_relaxed);
+  return record;
 }
 
 void account_token_time(Arbiter& arbiter) {

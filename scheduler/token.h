@@ -110,7 +110,13 @@ const shm::Token& own_token(const shm::Arbiter& arbiter);
 // the cost of the switch that made this job the holder (Slot::switch_ns,
 // RegionHeader::switch_ns_total) and clears the bit, so that the job's
 // next launches take the fast path again. Takes the lock; once per switch.
-void note_first_launch(shm::Arbiter& arbiter, uint64_t now);
+// Says what it recorded, if anything (another thread may have been first).
+struct SwitchRecord {
+  bool recorded = false;
+  uint64_t switches = 0;  // this job's switches so far, this one included
+  uint64_t cost_ns = 0;
+};
+SwitchRecord note_first_launch(shm::Arbiter& arbiter, uint64_t now);
 
 // Counts the holder's token time so far: gshare-top's share and fair's
 // clock stay current during a long slice. Called by the upkeep thread.

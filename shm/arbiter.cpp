@@ -78,6 +78,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.gate.store(kGateClosed, std::memory_order_relaxed);
     s.gpu_waits.store(0, std::memory_order_relaxed);
     s.boundary_waits.store(0, std::memory_order_relaxed);
+    s.switch_cost_ns.store(0, std::memory_order_relaxed);
     s.launches.store(0, std::memory_order_relaxed);
     s.syncs.store(0, std::memory_order_relaxed);
     s.iterations.store(0, std::memory_order_relaxed);

@@ -180,7 +180,10 @@ struct alignas(64) Slot {
   // the token at its slice end without waiting for the sync to return.
   std::atomic<uint32_t> boundary_waits;
   uint32_t padding2;
-  uint64_t padding1;
+  // What a switch to this job costs beyond its work, smoothed over its
+  // switches (runtime/switch_cost.h); the policies lengthen its turns by
+  // it. 0: nothing measured.
+  std::atomic<uint64_t> switch_cost_ns;
 
   // --- switches to this job (scheduler/token.h): written under the lock ---
   // The grant of a switch whose first launch has not come yet; 0: none.

@@ -128,6 +128,10 @@ def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400
         if ends[i] is None:
             ends[i] = time.monotonic() - t0
         text = open(os.path.join(raw, f"job{i}.out")).read()
+        if p.returncode != 0:  # what it and gshare said, in the harness's log
+            tail = open(os.path.join(raw, f"job{i}.err")).read().splitlines()[-15:]
+            print(f"{name} job {i} exited {p.returncode}: {text.splitlines()[-1:]}\n  " + "\n  ".join(tail),
+                  flush=True)
         losses = [line.split()[3] for line in text.splitlines() if line.startswith("step ")]
         peak = [line.split() for line in text.splitlines() if line.startswith("done peak_reserved ")]
         # Monotonic stamps of the job's steps (its log) and of its last

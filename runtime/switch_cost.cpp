@@ -1,0 +1,41 @@
+#include "runtime/switch_cost.h"
+
+#include <algorithm>
+
+#include "base/tunables.h"
+
+namespace gshare::runtime {
+
+std::atomic<bool> g_measuring_switch_cost{false};
+
+namespace {
+std::atomic<shm::Slot*> g_slot{nullptr};
+std::atomic<uint64_t> g_switch_ns{0};
+std::atomic<uint64_t> g_memory_ns{0};
+}  // namespace
+
+void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record) {
+  // A measure still open lost its turn before a boundary: what it saw
+  // since is not one switch's cost.
+  g_measuring_switch_cost.store(false, std::memory_order_relaxed);
+  if (!record.recorded || record.switches < 2) return;
+  g_slot.store(slot, std::memory_order_relaxed);
+  g_switch_ns.store(record.cost_ns, std::memory_order_relaxed);
+  g_memory_ns.store(0, std::memory_order_relaxed);
+  g_measuring_switch_cost.store(true, std::memory_order_release);
+}
+
+void add_memory_call_ns(uint64_t ns) { g_memory_ns.fetch_add(ns, std::memory_order_relaxed); }
+
+void end_switch_cost() {
+  if (!g_measuring_switch_cost.exchange(false, std::memory_order_acq_rel)) return;
+  shm::Slot* slot = g_slot.load(std::memory_order_relaxed);
+  if (!slot) return;
+  // No turn grows past kMaxTurnNs, so neither need a cost past that.
+  uint64_t cost = std::min(g_switch_ns.load(std::memory_order_relaxed) + g_memory_ns.load(std::memory_order_relaxed),
+                           tunables::kMaxTurnNs);
+  uint64_t last = slot->switch_cost_ns.load(std::memory_order_relaxed);
+  slot->switch_cost_ns.store(last == 0 ? cost : (last + cost) / 2, std::memory_order_relaxed);
+}
+
+}  // namespace gshare::runtime

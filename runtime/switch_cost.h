@@ -1,0 +1,51 @@
+// What a switch to this job costs beyond the work it then does, measured
+// by the job itself for the policies' turn length (rules::slice_length).
+//
+// A switch between jobs of one lane hands their ephemeral memory over: the
+// last holder gives its cache back before the grant, and this job
+// allocates its iteration's memory anew, or waits for it. With iterations
+// of tens of milliseconds that can cost as much as an iteration, and turns
+// of one iteration each would spend half the GPU on switching. The cost is
+//   the switch's own (the grant, or the last holder's give-back, to this
+//   job's first launch: Slot::last_switch_ns)
+// + the time this job then spends in its memory calls (the driver's, and
+//   waits for memory) until its next iteration boundary.
+// A job's first switch is left out: its first turn holds its set-up. The
+// figure is published smoothed (the mean of the last one and the new) in
+// Slot::switch_cost_ns. Jobs that keep their memory across a switch (jobs
+// of different lanes) measure next to nothing and keep the quantum.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/clock.h"
+#include "scheduler/token.h"
+#include "shm/layout.h"
+
+namespace gshare::runtime {
+
+extern std::atomic<bool> g_measuring_switch_cost;
+
+// At the first launch of a turn, with what note_first_launch recorded.
+void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
+// At an iteration boundary: ends an open measure and publishes it.
+void end_switch_cost();
+void add_memory_call_ns(uint64_t ns);
+
+// Around each memory hook: its time counts while a measure is open. Two
+// clock reads then; one relaxed load otherwise.
+class MemoryCallTime {
+ public:
+  MemoryCallTime() : start_(g_measuring_switch_cost.load(std::memory_order_relaxed) ? mono_now_ns() : 0) {}
+  ~MemoryCallTime() {
+    if (start_ != 0) add_memory_call_ns(mono_now_ns() - start_);
+  }
+  MemoryCallTime(const MemoryCallTime&) = delete;
+  MemoryCallTime& operator=(const MemoryCallTime&) = delete;
+
+ private:
+  uint64_t start_;
+};
+
+}  // namespace gshare::runtime
