@@ -366,7 +366,8 @@ void note_framework_counts(const FrameworkCount* counts, int n) {
       uint64_t cached = saturating_sub(reserved, allocated);
       uint64_t in_use = saturating_sub(held, cached);
       uint64_t p = 0;
-      if (w.record(in_use, held, s.persistent_bytes, &p)) set_persistent_locked(device, p);
+      uint64_t iteration = g_iterations.load(std::memory_order_relaxed);
+      if (w.record(in_use, held, s.persistent_bytes, iteration, &p)) set_persistent_locked(device, p);
     });
   });
   pthread_mutex_unlock(&g_boundary_mutex);

@@ -2,12 +2,13 @@
 
 namespace gshare::allocator {
 
+using tunables::kInUseIterations;
 using tunables::kInUseWindow;
 using tunables::kPersistentStepBytes;
 using tunables::kReleaseBytes;
 using tunables::kSteadyAnswers;
 
-bool InUseWindow::record(uint64_t in_use, uint64_t held, uint64_t current_p, uint64_t* p) {
+bool InUseWindow::record(uint64_t in_use, uint64_t held, uint64_t current_p, uint64_t iteration, uint64_t* p) {
   if (count_ > 0) {
     uint64_t last = values_[(next_ + kInUseWindow - 1) % kInUseWindow];
     bool agrees = last < in_use + kReleaseBytes && in_use < last + kReleaseBytes;
@@ -15,10 +16,14 @@ bool InUseWindow::record(uint64_t in_use, uint64_t held, uint64_t current_p, uin
     if (last >= in_use + kReleaseBytes || steady_ + 1 >= kSteadyAnswers) settled_ = true;
   }
   values_[next_] = in_use;
+  iterations_[next_] = iteration;
   next_ = (next_ + 1) % kInUseWindow;
   if (count_ < kInUseWindow) count_++;
   uint64_t least = UINT64_MAX;
-  for (int i = 0; i < count_; ++i) least = values_[i] < least ? values_[i] : least;
+  for (int i = 0; i < count_; ++i) {
+    if (iterations_[i] + kInUseIterations < iteration) continue;  // aged out
+    least = values_[i] < least ? values_[i] : least;
+  }
   uint64_t candidate = least < held ? least : held;
   uint64_t step = current_p / 100 > kPersistentStepBytes ? current_p / 100 : kPersistentStepBytes;
   uint64_t moved = candidate > current_p ? candidate - current_p : current_p - candidate;

@@ -1,9 +1,14 @@
 // P from a caching framework's own figures (allocator/framework_counts.h):
 // each answer gives what the process really uses (what it holds less the
 // framework's cache), and P is the least of that over the latest
-// kInUseWindow answers: the least is the loss read after a step, its
-// activations freed (docs/DESIGN.md, §5.4). Pure arithmetic over one
-// device's answers; the classifier applies the P it gives.
+// kInUseWindow answers of the last kInUseIterations iterations: the least
+// is the loss read after a step, its activations freed (docs/DESIGN.md,
+// §5.4). Answers from a model's set-up, before its weights and optimizer
+// state were made, age out with the iterations: a job with few answers an
+// iteration would otherwise keep its set-up's P for good, count its
+// weights as ephemeral, and never be seen between iterations. Pure
+// arithmetic over one device's answers; the classifier applies the P it
+// gives.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +20,8 @@ namespace gshare::allocator {
 class InUseWindow {
  public:
   // An answer of `in_use` bytes, while the process holds `held` (beyond
-  // its context) and its P is `current_p`. Returns true with the new P in
+  // its context), in its iteration `iteration` (0 while none is known),
+  // and its P is `current_p`. Returns true with the new P in
   // *p when P should move: it falls with any answer, but rises only once
   // the answers have shown an iteration's end (falling by kReleaseBytes or
   // more from one to the next), kSteadyAnswers running agreed within
@@ -23,10 +29,11 @@ class InUseWindow {
   // first answers may all come from the middle of an iteration. P moves
   // only by more than kPersistentStepBytes or 1%, since each move may
   // re-form lanes; the first answer moves it by any amount.
-  bool record(uint64_t in_use, uint64_t held, uint64_t current_p, uint64_t* p);
+  bool record(uint64_t in_use, uint64_t held, uint64_t current_p, uint64_t iteration, uint64_t* p);
 
  private:
   uint64_t values_[tunables::kInUseWindow] = {};
+  uint64_t iterations_[tunables::kInUseWindow] = {};  // each answer's iteration
   int count_ = 0;
   int next_ = 0;
   bool settled_ = false;  // P may rise

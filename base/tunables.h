@@ -28,8 +28,10 @@ inline constexpr uint64_t kQuietBoundaries = 8;
 // the first ones may come before the cache exists (a model's set-up), or
 // where no Python is running.
 inline constexpr int kMeasureTries = 20;
-// P from a framework's figures is the least in use over this many answers.
+// P from a framework's figures is the least in use over this many answers,
+// of the last kInUseIterations iterations.
 inline constexpr int kInUseWindow = 64;
+inline constexpr uint64_t kInUseIterations = 8;
 // Answers running that agree within kReleaseBytes let P rise (a loop that
 // syncs only at rest).
 inline constexpr int kSteadyAnswers = 3;

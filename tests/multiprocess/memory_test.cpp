@@ -297,6 +297,22 @@ TEST_CASE("a caching framework that syncs mid-iteration is classified from its o
   check_one_and_three_gib(seen);
 }
 
+TEST_CASE("a caching framework whose set-up synced before its weights existed has its P within 5% after eight "
+          "iterations") {
+  // The framework's first answers show 1 MiB in use; were they to stay the
+  // least, the job's weights would count as ephemeral, and the job would
+  // hold its lane's space even between its iterations.
+  TestGpu gpu(16 * kGiB);
+  Finished finished;
+  json seen = watch_caching_job(
+      gpu, {"40", "1024", "3072", "3", "2000"}, {{"SETUP_SYNC", "1"}, {"LINGER_S", "30"}},
+      [](const json& p) { return p["iterations"] >= 12 && !p["memory_provisional"].get<bool>(); }, &finished);
+  INFO(finished.err);
+  CHECK(finished.out == "done 40\n");
+  REQUIRE_FALSE(seen.is_null());
+  check_one_and_three_gib(seen);
+}
+
 TEST_CASE("a caching framework that cannot be asked is measured by emptying its cache once") {
   // No figures: lifetimes alone would make the cache persistent (it is
   // never freed), so gshare empties it once at an iteration's end, and
@@ -576,11 +592,11 @@ TEST_CASE("a switch's measured cost includes the last job giving its framework c
 namespace {
 // Two caching jobs of one lane, 30 iterations of 2 × 30 ms each, under
 // `policy`, with each emptying of the cache taking `empty_cache_ms`:
-// gshare-top's view while both run, once each measured a switch's cost
-// (or after 8 s), and the GPU's switches by the end.
+// the most a job's switch cost read in gshare-top while they ran, and the
+// GPU's switches by the end.
 struct TurnsSeen {
   uint64_t switches = 0;
-  uint64_t least_switch_cost_ns = 0;  // of the two jobs, at the last view with both
+  uint64_t most_switch_cost_ns = 0;
 };
 TurnsSeen two_jobs_taking_turns(const std::string& policy, int empty_cache_ms) {
   TestGpu gpu(8 * kGiB);
@@ -590,12 +606,8 @@ TurnsSeen two_jobs_taking_turns(const std::string& policy, int empty_cache_ms) {
   std::thread watcher([&] {
     while (!ended) {
       json gpu_view = gpu.top_json()["gpus"][0];
-      if (gpu_view["processes"].size() == 2) {
-        uint64_t least = UINT64_MAX;
-        for (const json& p : gpu_view["processes"]) least = std::min(least, p["switch_cost_ns"].get<uint64_t>());
-        seen.least_switch_cost_ns = least;
-      }
-      seen.switches = gpu_view["switches"];
+      for (const json& p : gpu_view["processes"])
+        seen.most_switch_cost_ns = std::max(seen.most_switch_cost_ns, p["switch_cost_ns"].get<uint64_t>());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
@@ -617,19 +629,18 @@ TEST_CASE("jobs that hand a lane's memory over at every switch take turns of man
   // again tens of GiB does on a GPU: a turn of one 60 ms iteration would
   // spend more than half the time switching. Turns of twenty times a
   // switch's cost (2 s, the most) make about two turns a job. (srtf,
-  // knowing neither job's length, lets the holder keep the GPU.) A job's
-  // cost is the mean of its last figure and the new: a switch at the start,
-  // before the other job held memory, cost nothing.
+  // knowing neither job's length, lets the holder keep the GPU; and a
+  // job's first switch, with its set-up, is not measured.)
   for (const std::string policy : {"fair", "srtf", "priority", "pack"}) {
     INFO(policy);
     TurnsSeen costly = two_jobs_taking_turns(policy, 100);
-    if (policy != "srtf") CHECK(costly.least_switch_cost_ns >= 40 * kMs);
+    if (policy != "srtf") CHECK(costly.most_switch_cost_ns >= 90 * kMs);
     CHECK(costly.switches <= 16);
   }
   // The same jobs with switches that cost nothing: turns of about one
   // iteration, as the quantum says.
   TurnsSeen cheap = two_jobs_taking_turns("fair", 0);
-  CHECK(cheap.least_switch_cost_ns < 20 * kMs);
+  CHECK(cheap.most_switch_cost_ns < 50 * kMs);
   CHECK(cheap.switches >= 30);
 }
 

@@ -18,7 +18,8 @@ job evaluating on the CPU), its weights and cache kept: with LINGER_READY
 set it creates that file once it lingers, and with LINGER_RELEASE set it
 stops lingering as soon as that file exists (the test's release). With FIRST_STEP_PAUSE_S
 set, the first iteration pauses that long in Python after its last chunk,
-all its memory alive (a slow first forward pass). With FRAMEWORK_POOL=1
+all its memory alive (a slow first forward pass). With SETUP_SYNC set, it first syncs a few times with
+only a small block cached, before its weights exist. With FRAMEWORK_POOL=1
 it is PyTorch's cudaMallocAsync backend instead: blocks come from the
 device's stream-ordered pool, which keeps all that is freed (release
 threshold UINT64_MAX); empty_cache() trims the pool; memory_reserved() is
@@ -190,6 +191,16 @@ def main():
     check(cuda.cuModuleGetFunction(ctypes.byref(function), module, b"gshare_spin_0"), "cuModuleGetFunction")
     ns = ctypes.c_uint64(kernel_us * 1000)
     params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(ns), ctypes.c_void_p))
+    if os.environ.get("SETUP_SYNC"):
+        # A set-up that syncs with a small block cached before the weights
+        # exist, as a model's construction does: the framework's first
+        # answers show almost nothing in use.
+        block = cache.take(1 << 20)
+        check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
+        cache.give(block, 1 << 20)
+        for _ in range(3):
+            check(cuda.cuCtxSynchronize(), "sync")
+            time.sleep(0.02)
     try:
         cache.take(p_mib << 20)  # the weights, kept
     except MemoryError as e:
