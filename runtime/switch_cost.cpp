@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/log.h"
 #include "base/tunables.h"
 
 namespace gshare::runtime {
@@ -35,7 +36,13 @@ void end_switch_cost() {
   uint64_t cost = std::min(g_switch_ns.load(std::memory_order_relaxed) + g_memory_ns.load(std::memory_order_relaxed),
                            tunables::kMaxTurnNs);
   uint64_t last = slot->switch_cost_ns.load(std::memory_order_relaxed);
-  slot->switch_cost_ns.store(last == 0 ? cost : (last + cost) / 2, std::memory_order_relaxed);
+  // A costly switch counts at once; cheap ones wear its figure down by a
+  // quarter each: the turns must pay for the costly switches, and one
+  // switch that found the memory free says little of the next.
+  slot->switch_cost_ns.store(std::max(cost, last - last / 4), std::memory_order_relaxed);
+  GSHARE_DEBUG("a switch to this job cost %.1f ms (%.1f ms to its first launch, %.1f ms in memory calls)",
+               double(cost) / 1e6, double(g_switch_ns.load(std::memory_order_relaxed)) / 1e6,
+               double(g_memory_ns.load(std::memory_order_relaxed)) / 1e6);
 }
 
 }  // namespace gshare::runtime

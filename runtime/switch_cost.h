@@ -11,8 +11,8 @@
 // + the time this job then spends in its memory calls (the driver's, and
 //   waits for memory) until its next iteration boundary.
 // A job's first switch is left out: its first turn holds its set-up. The
-// figure is published smoothed (the mean of the last one and the new) in
-// Slot::switch_cost_ns. Jobs that keep their memory across a switch (jobs
+// figure is published in Slot::switch_cost_ns: a costlier switch raises it
+// at once, a cheaper one lowers it by a quarter. Jobs that keep their memory across a switch (jobs
 // of different lanes) measure next to nothing and keep the quantum.
 #pragma once
 

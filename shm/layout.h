@@ -180,7 +180,7 @@ struct alignas(64) Slot {
   // the token at its slice end without waiting for the sync to return.
   std::atomic<uint32_t> boundary_waits;
   uint32_t padding2;
-  // What a switch to this job costs beyond its work, smoothed over its
+  // What a switch to this job costs beyond its work, over its recent
   // switches (runtime/switch_cost.h); the policies lengthen its turns by
   // it. 0: nothing measured.
   std::atomic<uint64_t> switch_cost_ns;

@@ -63,7 +63,7 @@
 //          "switch_ns": N,              their cost in all: grant to first launch
 //          "last_switch_ns": N|null,    the latest one's; null: no switch yet
 //          "switch_cost_ns": N,         a switch's cost with the memory handed over
-//                                       (smoothed; 0: none measured); turns last
+//                                       (recent switches; 0: none measured); turns last
 //                                       20 times that, up to 2 s
 //          "weight": N, "priority": N,  GSHARE_WEIGHT, GSHARE_PRIORITY
 //          "handover": "overlap"|"strict"|"unknown",  GSHARE_HANDOVER
