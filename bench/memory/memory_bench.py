@@ -113,11 +113,14 @@ def run_jobs(name, specs, args, gshare, extra_env=None, sample=None, timeout=400
             if ends[i] is None and p.poll() is not None:
                 ends[i] = time.monotonic() - t0
         if sample and time.monotonic() - t0 >= next_sample:
-            next_sample = time.monotonic() - t0 + 0.25
+            next_sample = time.monotonic() - t0 + float(os.environ.get("BENCH_SAMPLE_S", "0.25"))
             s = sample(time.monotonic() - t0, gshare_dir)
             if s is not None:
                 samples.append(s)
         time.sleep(0.01)
+    if os.environ.get("BENCH_SAVE_SAMPLES"):  # every view of gshare-top, for a look afterwards
+        with open(os.path.join(raw, "samples.json"), "w") as f:
+            json.dump(samples, f)
     results = []
     for i, (p, _, out, err) in enumerate(procs):
         if p.poll() is None:
@@ -187,7 +190,9 @@ def top_sample(build):
                                                      "memory_provisional", "lane", "admission",
                                                      "released_bytes", "state", "iterations",
                                                      "iteration_ms", "iteration_source",
-                                                     "classified_iterations", "denied")}
+                                                     "classified_iterations", "denied", "holds_token",
+                                                     "job_state", "admission_bytes", "blocked_by_pid",
+                                                     "switch_cost_ns", "switches", "launches")}
                               for p in gpu["processes"]]}
     return sample
 
