@@ -414,29 +414,31 @@ void answer_release_requests_from_hook() { answer(true); }
 namespace {
 // Empties the framework caches and the stream-ordered pools' free memory,
 // and counts what they gave back (the frameworks' once, on the first
-// device).
-void give_back_and_count(bool framework, const char* why) {
+// device). Whether a framework's cache was emptied.
+bool give_back_and_count(bool framework, const char* why) {
   uint64_t emptied = framework ? give_back_framework_caches() : 0;
+  const bool framework_emptied = emptied > 0;
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
     uint64_t freed = give_back_on(device, emptied, nullptr);
     emptied = 0;
     if (freed > 0) GSHARE_DEBUG("GPU %s: gave back %.1f MiB of cached memory %s", device.uuid, double(freed) / MiB, why);
   });
+  return framework_emptied;
 }
 }  // namespace
 
-void give_back_cache_when_switched_out() {
+bool give_back_cache_when_switched_out() {
   bool switched_out = false;
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
     const Arbiter& arbiter = device.account.arbiter();
     if (!scheduler::holds_token(arbiter) && arbiter.lane_is_shared()) switched_out = true;
   });
-  if (switched_out) give_back_and_count(has_framework_cache() && can_empty_framework_caches(), "switched out");
+  return switched_out && give_back_and_count(has_framework_cache() && can_empty_framework_caches(), "switched out");
 }
 
-void give_back_cache_before_switch() { give_back_and_count(can_empty_framework_caches(), "before a switch"); }
+bool give_back_cache_before_switch() { return give_back_and_count(can_empty_framework_caches(), "before a switch"); }
 
 namespace {
 // Whether a job other than `own` waits for bytes a cache could free: for

@@ -85,15 +85,16 @@ void answer_release_requests_from_hook();
 // stream-ordered pools' free memory back now, so the
 // lane's next job finds the ephemeral space free. (Asked later, it could be
 // blocked inside the framework's own allocator, where the cache cannot be
-// emptied.)
-void give_back_cache_when_switched_out();
+// emptied.) Whether a framework's cache was emptied.
+bool give_back_cache_when_switched_out();
 
 // The holder, asked to yield at an iteration boundary, holds memory the
 // next job may need (shm::Arbiter::holds_unsettled_memory): it gives its
 // framework cache and its pools' free memory back first, from this hook
 // thread. Whatever stays is in
-// real use, and the job keeps its turn until it is not.
-void give_back_cache_before_switch();
+// real use, and the job keeps its turn until it is not. Whether a
+// framework's cache was emptied.
+bool give_back_cache_before_switch();
 
 // At an iteration boundary, while other jobs wait for memory or for
 // admission: the caches go back (the framework's and the pools' free

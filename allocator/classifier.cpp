@@ -373,6 +373,23 @@ void note_framework_counts(const FrameworkCount* counts, int n) {
   pthread_mutex_unlock(&g_boundary_mutex);
 }
 
+void note_cache_emptied_at_boundary() {
+  if (!g_counted.load()) return;
+  pthread_mutex_lock(&g_boundary_mutex);
+  for_each_attached_device([&](Device& device) {
+    if (!device.account.slot() || device.ordinal >= kMaxDevices) return;
+    InUseWindow& w = g_in_use[device.ordinal];
+    device.account.arbiter().update([&] {
+      shm::Slot& s = *device.account.slot();
+      uint64_t held = saturating_sub(s.reserved_bytes, s.context_bytes);
+      uint64_t p = 0;
+      if (w.record_rest(held, s.persistent_bytes, g_iterations.load(std::memory_order_relaxed), &p))
+        set_persistent_locked(device, p);
+    });
+  });
+  pthread_mutex_unlock(&g_boundary_mutex);
+}
+
 void forget_classes_after_fork() {
   g_iterations.store(0);
   g_cache_emptied_at.store(UINT64_MAX);

@@ -92,6 +92,11 @@ bool has_framework_cache();
 // answer on, P comes from these (above).
 struct FrameworkCount;
 void note_framework_counts(const FrameworkCount* counts, int n);
+// At an iteration boundary, the framework's cache just emptied (before a
+// switch, or switched out): what the process still holds is P
+// (InUseWindow::record_rest). Only where P comes from a framework's
+// figures.
+void note_cache_emptied_at_boundary();
 
 void forget_classes_after_fork();
 

@@ -21,7 +21,10 @@ bool InUseWindow::record(uint64_t in_use, uint64_t held, uint64_t current_p, uin
   if (count_ < kInUseWindow) count_++;
   uint64_t least = UINT64_MAX;
   for (int i = 0; i < count_; ++i) {
-    if (iterations_[i] + kInUseIterations < iteration) continue;  // aged out
+    // Aged out: answers of more than kInUseIterations iterations ago, and
+    // those from before the loop's first iteration (a model's set-up) once
+    // two iterations have passed.
+    if (iterations_[i] + kInUseIterations < iteration || (iterations_[i] == 0 && iteration >= 2)) continue;
     least = values_[i] < least ? values_[i] : least;
   }
   uint64_t candidate = least < held ? least : held;
@@ -33,6 +36,13 @@ bool InUseWindow::record(uint64_t in_use, uint64_t held, uint64_t current_p, uin
     return true;
   }
   return false;
+}
+
+bool InUseWindow::record_rest(uint64_t in_use, uint64_t current_p, uint64_t iteration, uint64_t* p) {
+  for (int i = 0; i < count_; ++i)
+    if (values_[i] < in_use) values_[i] = in_use;
+  settled_ = true;
+  return record(in_use, in_use, current_p, iteration, p);
 }
 
 }  // namespace gshare::allocator

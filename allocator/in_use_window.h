@@ -4,9 +4,9 @@
 // kInUseWindow answers of the last kInUseIterations iterations: the least
 // is the loss read after a step, its activations freed (docs/DESIGN.md,
 // §5.4). Answers from a model's set-up, before its weights and optimizer
-// state were made, age out with the iterations: a job with few answers an
-// iteration would otherwise keep its set-up's P for good, count its
-// weights as ephemeral, and never be seen between iterations. Pure
+// state were made, age out after its second iteration: a job with few
+// answers an iteration would otherwise keep its set-up's P, count its
+// weights as ephemeral, and not be seen between iterations for as long. Pure
 // arithmetic over one device's answers; the classifier applies the P it
 // gives.
 #pragma once
@@ -30,6 +30,11 @@ class InUseWindow {
   // only by more than kPersistentStepBytes or 1%, since each move may
   // re-form lanes; the first answer moves it by any amount.
   bool record(uint64_t in_use, uint64_t held, uint64_t current_p, uint64_t iteration, uint64_t* p);
+  // The process at an iteration boundary with its cache just emptied: all
+  // it holds, `in_use`, is in use at rest, which is P. Answers below it are
+  // stale (from a set-up before the weights existed) and rise to it; P
+  // moves as record() would move it, rising at once.
+  bool record_rest(uint64_t in_use, uint64_t current_p, uint64_t iteration, uint64_t* p);
 
  private:
   uint64_t values_[tunables::kInUseWindow] = {};

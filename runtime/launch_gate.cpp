@@ -213,7 +213,8 @@ void after_host_sync(bool ends_iteration) {
         bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot());
         if (giving_back) {
           arbiter.update([&] { slot->handover_began_mono_ns = mono_now_ns(); });
-          allocator::give_back_cache_before_switch();
+          // What stays is in use at rest: P (allocator/classifier.h).
+          if (allocator::give_back_cache_before_switch()) allocator::note_cache_emptied_at_boundary();
         }
         end_slice(arbiter, allocator::drain_current_context);
         if (giving_back) arbiter.update([&] { slot->handover_began_mono_ns = 0; });
@@ -226,7 +227,7 @@ void after_host_sync(bool ends_iteration) {
   // Switched out at this boundary (now or as the sync began): the lane's
   // next job needs the ephemeral space. So does a job waiting for memory.
   if (boundary) {
-    allocator::give_back_cache_when_switched_out();
+    if (allocator::give_back_cache_when_switched_out()) allocator::note_cache_emptied_at_boundary();
     allocator::give_back_cache_to_waiters();
   }
   // At every sync, not only boundaries: P is the least in use at any.

@@ -60,7 +60,7 @@ TEST_CASE("P never exceeds what the process holds") {
   CHECK(p == 4 * kGiB);
 }
 
-TEST_CASE("answers from a model's set-up age out after eight iterations, and P rises to the loop's rest") {
+TEST_CASE("answers from a model's set-up age out after two iterations, later ones after eight") {
   // The first answers come before the weights, the optimizer's state and
   // a frozen bank exist: 0.6 GiB in use. The loop then rests at 4.8 GiB,
   // with one answer an iteration, far fewer than the window holds.
@@ -68,14 +68,40 @@ TEST_CASE("answers from a model's set-up age out after eight iterations, and P r
   uint64_t p = 1 * kGiB;  // from lifetimes, before the framework answered
   REQUIRE(w.record(600 * kMiB, kHeld, p, 0, &p));
   CHECK(p == 600 * kMiB);
-  for (uint64_t iteration = 1; iteration <= 8; ++iteration) {
+  CHECK_FALSE(w.record(4800 * kMiB, kHeld, p, 1, &p));
+  CHECK_FALSE(w.record(4800 * kMiB, kHeld, p, 2, &p));  // aged out, but two answers are no loop yet
+  REQUIRE(w.record(4800 * kMiB, kHeld, p, 3, &p));      // the third that agrees
+  CHECK(p == 4800 * kMiB);
+  // An answer from the loop at rest counts for eight iterations: the
+  // mid-iteration answers of those do not raise P.
+  REQUIRE(w.record(4000 * kMiB, kHeld, p, 4, &p));
+  for (uint64_t iteration = 5; iteration <= 12; ++iteration) {
     INFO(iteration);
-    CHECK_FALSE(w.record(4800 * kMiB, kHeld, p, iteration, &p));
-    CHECK(p == 600 * kMiB);
+    CHECK_FALSE(w.record(40 * kGiB, kHeld, p, iteration, &p));
+    CHECK(p == 4000 * kMiB);
   }
-  REQUIRE(w.record(4800 * kMiB, kHeld, p, 9, &p));
+}
+
+TEST_CASE("without known iterations, the set-up's answers stay in the window") {
+  InUseWindow w;
+  uint64_t p = 1 * kGiB;
+  REQUIRE(w.record(600 * kMiB, kHeld, p, 0, &p));
+  for (int i = 0; i < 10; ++i) CHECK_FALSE(w.record(4800 * kMiB, kHeld, p, 0, &p));
+  CHECK(p == 600 * kMiB);
+}
+
+TEST_CASE("what a job holds at a boundary, its cache just emptied, is its P at once") {
+  // Set-up answers put P at 0.6 GiB; the loop's first emptied boundary
+  // shows 4.8 GiB held: P rises to it, and the stale answers no longer
+  // pull it back down.
+  InUseWindow w;
+  uint64_t p = 1 * kGiB;
+  REQUIRE(w.record(600 * kMiB, kHeld, p, 0, &p));
+  REQUIRE(w.record_rest(4800 * kMiB, p, 1, &p));
   CHECK(p == 4800 * kMiB);
-  // Mid-iteration answers of the iterations since do not raise it further.
-  CHECK_FALSE(w.record(40 * kGiB, kHeld, p, 10, &p));
+  CHECK_FALSE(w.record(40 * kGiB, kHeld, p, 1, &p));  // mid-iteration
   CHECK(p == 4800 * kMiB);
+  // A later answer at rest with less in use lowers it as any answer does.
+  REQUIRE(w.record(4000 * kMiB, kHeld, p, 2, &p));
+  CHECK(p == 4000 * kMiB);
 }
