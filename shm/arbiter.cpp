@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/saturating.h"
+#include "rules/admission.h"
 #include "rules/lanes.h"
 #include "rules/policy.h"
 #include "shm/futex.h"
@@ -251,12 +252,77 @@ void Arbiter::wake_memory_waiters_locked() {
   if (file_.region->header.memory_waiters != 0) wake_waiters(file_.region->header);
 }
 
+namespace {
+// What rules::admission_verdict asks, answered from the region under the
+// lock, each only when asked (the lane plan gathers every live job).
+// Reclaiming dead slots (`reclaim`) before a "no" is part of the answer
+// where the reservation is real (not `dry`).
+template <class Reclaim>
+struct RegionFacts {
+  Reclaim& reclaim;
+  Region& r;
+  int own;
+  uint64_t bytes, p, e;
+  bool dry;
+  LaneJobs& lane_jobs;
+  int n = 0;
+  rules::LanePlan lane_plan;
+
+  const Slot& me() const { return r.slots[own]; }
+  bool over_quota() const { return bytes > me().quota_bytes || me().reserved_bytes > me().quota_bytes - bytes; }
+  bool grows() const { return me().lane >= kMaxLanes || p > persistent_of(me()) || e > ephemeral_of(me()); }
+  bool first_holder_is_me() const { return first_holder_locked(r) == own; }
+  const rules::LanePlan& plan() {
+    const uint64_t capacity = r.header.capacity_bytes;
+    n = gather_lane_jobs(r, own, p, e, lane_jobs.at);
+    lane_plan = rules::place_jobs(lane_jobs.at, n, capacity, int(kMaxLanes));
+    if (!lane_plan.fits && !dry && reclaim() > 0) {
+      n = gather_lane_jobs(r, own, p, e, lane_jobs.at);
+      lane_plan = rules::place_jobs(lane_jobs.at, n, capacity, int(kMaxLanes));
+    }
+    return lane_plan;
+  }
+  bool plan_keeps_holders_apart() const { return shm::plan_keeps_holders_apart(r, lane_jobs.at, n); }
+  int lane_in_plan() const {
+    for (int i = 0; i < n; ++i)
+      if (lane_jobs.at[i].id == own) return lane_jobs.at[i].lane >= 0 ? lane_jobs.at[i].lane : -1;
+    return own_lane();
+  }
+  bool admission_deadlocked() const { return admission_deadlocked_locked(r, own); }
+  bool holds_lane_space() const { return holds_lane_space_locked(r, own); }
+  int first_holder() const { return first_holder_locked(r); }
+  int other_holder_in_plan() const {
+    for (int i = 0; i < n; ++i)
+      if (lane_jobs.at[i].id != own && holds_lane_space_locked(r, lane_jobs.at[i].id)) return lane_jobs.at[i].id;
+    return -1;
+  }
+  int lane_holder_other_than_me(int lane) const {
+    return lane_holder_other_than(r, own, lane >= 0 ? uint32_t(lane) : kNoLane);
+  }
+  int own_lane() const { return me().lane < kMaxLanes ? int(me().lane) : -1; }
+  bool bytes_free() {
+    const RegionHeader& h = r.header;
+    bool fits = bytes <= h.capacity_bytes && h.reserved_bytes <= h.capacity_bytes - bytes;
+    if (!fits && !dry && reclaim() > 0) fits = h.reserved_bytes <= h.capacity_bytes - bytes;
+    return fits;
+  }
+};
+
+ReserveStatus status_of(rules::Admission a) {
+  switch (a) {
+    case rules::Admission::kGranted: return ReserveStatus::kGranted;
+    case rules::Admission::kOverQuota: return ReserveStatus::kOverQuota;
+    case rules::Admission::kInadmissible: return ReserveStatus::kInadmissible;
+    case rules::Admission::kLaneBusy: return ReserveStatus::kLaneBusy;
+    case rules::Admission::kOverCapacity: return ReserveStatus::kOverCapacity;
+  }
+  return ReserveStatus::kOverCapacity;
+}
+}  // namespace
+
 // With `allocations` > 0 the granted bytes also count as allocated at once.
-// The order of the checks is the order of the answers: the quota (the job's
-// own limit, final), the safety condition (wait for others to shrink or
-// leave), the lane's space (wait for its holder's iteration to end), then
-// the bytes really free now (wait for caches to come back). `dry` answers
-// without changing anything.
+// The verdict is rules::admission_verdict's (rules/admission.h). `dry`
+// answers without changing anything.
 ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, MemoryClass kind,
                                       bool in_turn, bool dry) {
   Region& r = *file_.region;
@@ -264,70 +330,32 @@ ReserveResult Arbiter::reserve_locked(uint64_t bytes, uint32_t allocations, Memo
   Slot& s = r.slots[own_slot_];
   const bool persistent = kind == MemoryClass::kPersistent;
   const uint64_t now = mono_now_ns();
-  ReserveResult result{ReserveStatus::kGranted, 0, 0};
   // This job's P and E once the bytes are granted.
   uint64_t p = persistent_of(s) + (persistent ? bytes : 0);
   uint64_t e_now = saturating_sub(s.reserved_bytes + bytes, p);
   uint64_t e = s.ephemeral_bytes > e_now ? s.ephemeral_bytes : e_now;
-  bool grows = s.lane >= kMaxLanes || p > persistent_of(s) || e > ephemeral_of(s);
   LaneJobs lane_jobs;
-  rules::LaneJob* jobs = lane_jobs.at;
-  int n = 0;
-  rules::LanePlan plan;
-  bool apply = false;
-  uint32_t lane = s.lane;
-  if (bytes > s.quota_bytes || s.reserved_bytes > s.quota_bytes - bytes) {
-    result = {ReserveStatus::kOverQuota, s.quota_bytes, s.reserved_bytes};
-  } else {
-    // Where the lanes cannot take a job's growth, the first lane holder,
-    // mid-iteration, finishes its iteration on the bytes really free; any
-    // other waits for it (first_holder_locked).
-    const bool holder = grows && first_holder_locked(r) == own_slot_;
-    if (grows) {
-      n = gather_lane_jobs(r, own_slot_, p, e, jobs);
-      plan = rules::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
-      // Before saying no, give back what dead processes still hold.
-      if (!plan.fits && !dry && reclaim_dead_slots_locked() > 0) {
-        n = gather_lane_jobs(r, own_slot_, p, e, jobs);
-        plan = rules::place_jobs(jobs, n, h.capacity_bytes, int(kMaxLanes));
-      }
-      apply = plan.fits && plan_keeps_holders_apart(r, jobs, n);
-      if (!plan.fits && !holder && !admission_deadlocked_locked(r, own_slot_))
-        result = {ReserveStatus::kInadmissible, h.capacity_bytes, h.capacity_bytes + plan.short_bytes};
-      for (int i = 0; apply && i < n; ++i)
-        if (jobs[i].id == own_slot_) lane = jobs[i].lane >= 0 ? uint32_t(jobs[i].lane) : kNoLane;
-      // A re-forming that would put two holders in one lane waits for one
-      // of them to end its iteration; the job that needs it waits for that.
-      if (result.status == ReserveStatus::kGranted && (plan.fits ? !apply : true) && !holder &&
-          holds_lane_space_locked(r, own_slot_)) {
-        // A holder growing past its lane: it waits for the first holder.
-        result.blocked_by = first_holder_locked(r);
-      } else if (plan.fits && !apply && !holder) {
-        for (int i = 0; i < n && result.blocked_by < 0; ++i)
-          if (jobs[i].id != own_slot_ && holds_lane_space_locked(r, jobs[i].id)) result.blocked_by = jobs[i].id;
-      }
-      if (result.blocked_by >= 0) {
-        result.status = ReserveStatus::kLaneBusy;
-        result.limit_bytes = h.capacity_bytes;
-        result.in_use_bytes = h.reserved_bytes;
-      }
-    }
-    // One job of a lane at a time holds the lane's ephemeral space.
-    if (result.status == ReserveStatus::kGranted && !persistent && !in_turn) {
-      int other = lane_holder_other_than(r, own_slot_, lane);
-      if (other >= 0) result = {ReserveStatus::kLaneBusy, h.capacity_bytes, h.reserved_bytes, other};
-    }
-    if (result.status == ReserveStatus::kGranted) {
-      bool fits = bytes <= h.capacity_bytes && h.reserved_bytes <= h.capacity_bytes - bytes;
-      if (!fits && !dry && reclaim_dead_slots_locked() > 0)
-        fits = h.reserved_bytes <= h.capacity_bytes - bytes;
-      if (!fits) result = {ReserveStatus::kOverCapacity, h.capacity_bytes, h.reserved_bytes};
-    }
+  auto reclaim = [this] { return reclaim_dead_slots_locked(); };
+  RegionFacts<decltype(reclaim)> facts{reclaim, r, own_slot_, bytes, p, e, dry, lane_jobs};
+  const rules::AdmissionVerdict verdict = rules::admission_verdict(persistent, in_turn, facts);
+  ReserveResult result{status_of(verdict.status), h.capacity_bytes, h.reserved_bytes, verdict.blocked_by};
+  if (verdict.status == rules::Admission::kOverQuota) {
+    result.limit_bytes = s.quota_bytes;
+    result.in_use_bytes = s.reserved_bytes;
+  } else if (verdict.status == rules::Admission::kInadmissible) {
+    result.in_use_bytes = h.capacity_bytes + verdict.short_bytes;
+  } else if (verdict.status == rules::Admission::kGranted) {
+    result.limit_bytes = 0;
+    result.in_use_bytes = 0;
   }
+  rules::LaneJob* jobs = lane_jobs.at;
+  const int n = facts.n;
+  const rules::LanePlan& plan = facts.lane_plan;
+  const bool apply = verdict.apply_plan;
   if (dry) return result;
   WriteSection write(h);
   if (apply) apply_lanes(r, jobs, n, plan);
-  if (result.status == ReserveStatus::kGranted && grows && !plan.fits) s.ephemeral_bytes = e;
+  if (result.status == ReserveStatus::kGranted && verdict.grew_past_plan) s.ephemeral_bytes = e;
   if (result.status == ReserveStatus::kGranted) {
     s.reserved_bytes += bytes;
     h.reserved_bytes += bytes;
