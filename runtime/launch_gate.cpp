@@ -212,9 +212,12 @@ void after_host_sync(bool ends_iteration) {
         // framework's cache; what stays is live, and the job keeps its turn.
         bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot());
         if (giving_back) {
-          arbiter.update([&] { slot->handover_began_mono_ns = mono_now_ns(); });
+          const uint64_t began = mono_now_ns();
+          arbiter.update([&] { slot->handover_began_mono_ns = began; });
           // What stays is in use at rest: P (allocator/classifier.h).
           if (allocator::give_back_cache_before_switch()) allocator::note_cache_emptied_at_boundary();
+          // Its next turn allocates that much again (runtime/switch_cost.h).
+          note_give_back_before_switch(slot, mono_now_ns() - began);
         }
         end_slice(arbiter, allocator::drain_current_context);
         if (giving_back) arbiter.update([&] { slot->handover_began_mono_ns = 0; });

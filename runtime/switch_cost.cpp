@@ -28,18 +28,27 @@ void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record) {
 
 void add_memory_call_ns(uint64_t ns) { g_memory_ns.fetch_add(ns, std::memory_order_relaxed); }
 
+namespace {
+// A costly switch counts at once; cheap ones wear its figure down by a
+// quarter each: the turns must pay for the costly switches, and one
+// switch that found the memory free says little of the next.
+void publish(shm::Slot* slot, uint64_t cost) {
+  cost = std::min(cost, tunables::kMaxTurnNs);  // no turn grows past it, nor need a cost
+  uint64_t last = slot->switch_cost_ns.load(std::memory_order_relaxed);
+  slot->switch_cost_ns.store(std::max(cost, last - last / 4), std::memory_order_relaxed);
+}
+}  // namespace
+
+void note_give_back_before_switch(shm::Slot* slot, uint64_t ns) {
+  if (slot && ns > slot->switch_cost_ns.load(std::memory_order_relaxed)) publish(slot, ns);
+}
+
 void end_switch_cost() {
   if (!g_measuring_switch_cost.exchange(false, std::memory_order_acq_rel)) return;
   shm::Slot* slot = g_slot.load(std::memory_order_relaxed);
   if (!slot) return;
-  // No turn grows past kMaxTurnNs, so neither need a cost past that.
-  uint64_t cost = std::min(g_switch_ns.load(std::memory_order_relaxed) + g_memory_ns.load(std::memory_order_relaxed),
-                           tunables::kMaxTurnNs);
-  uint64_t last = slot->switch_cost_ns.load(std::memory_order_relaxed);
-  // A costly switch counts at once; cheap ones wear its figure down by a
-  // quarter each: the turns must pay for the costly switches, and one
-  // switch that found the memory free says little of the next.
-  slot->switch_cost_ns.store(std::max(cost, last - last / 4), std::memory_order_relaxed);
+  uint64_t cost = g_switch_ns.load(std::memory_order_relaxed) + g_memory_ns.load(std::memory_order_relaxed);
+  publish(slot, cost);
   GSHARE_DEBUG("a switch to this job cost %.1f ms (%.1f ms to its first launch, %.1f ms in memory calls)",
                double(cost) / 1e6, double(g_switch_ns.load(std::memory_order_relaxed)) / 1e6,
                double(g_memory_ns.load(std::memory_order_relaxed)) / 1e6);

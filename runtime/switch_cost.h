@@ -10,9 +10,12 @@
 //   job's first launch: Slot::last_switch_ns)
 // + the time this job then spends in its memory calls (the driver's, and
 //   waits for memory) until its next iteration boundary.
-// A job's first switch is left out: its first turn holds its set-up. The
-// figure is published in Slot::switch_cost_ns: a costlier switch raises it
-// at once, a cheaper one lowers it by a quarter. Jobs that keep their memory across a switch (jobs
+// A job's first switch is left out: its first turn holds its set-up. But a
+// job that empties its cache before handing over will allocate as much
+// again when its turn comes back: the emptying's time counts as the cost
+// of a switch to it at once, from its first hand-over on. The figure is
+// published in Slot::switch_cost_ns: a costlier switch raises it at once,
+// a cheaper one lowers it by a quarter. Jobs that keep their memory across a switch (jobs
 // of different lanes) measure next to nothing and keep the quantum.
 #pragma once
 
@@ -31,6 +34,8 @@ extern std::atomic<bool> g_measuring_switch_cost;
 void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
 // At an iteration boundary: ends an open measure and publishes it.
 void end_switch_cost();
+// Its cache emptied before a hand-over, in `ns`.
+void note_give_back_before_switch(shm::Slot* slot, uint64_t ns);
 void add_memory_call_ns(uint64_t ns);
 
 // Around each memory hook: its time counts while a measure is open. Two
