@@ -340,6 +340,22 @@ void set_persistent_locked(Device& device, uint64_t p) {
 }
 }  // namespace
 
+namespace {
+// Under the region's lock: the device's window of in-use figures takes an
+// observation, `observe(window, slot, held, iteration, &p)` (held: what
+// the process holds beyond its context), and P moves where it says so.
+template <class Observe>
+void observe_in_use(Device& device, Observe&& observe) {
+  device.account.arbiter().update([&] {
+    shm::Slot& s = *device.account.slot();
+    uint64_t held = saturating_sub(s.reserved_bytes, s.context_bytes);
+    uint64_t p = 0;
+    if (observe(g_in_use[device.ordinal], s, held, g_iterations.load(std::memory_order_relaxed), &p))
+      set_persistent_locked(device, p);
+  });
+}
+}  // namespace
+
 void note_framework_counts(const FrameworkCount* counts, int n) {
   pthread_mutex_lock(&g_boundary_mutex);
   g_framework_answered.store(true, std::memory_order_relaxed);
@@ -356,18 +372,13 @@ void note_framework_counts(const FrameworkCount* counts, int n) {
     // the driver, and lifetimes classify it.
     if (reserved <= allocated && !g_counted.load()) return;
     if (!g_counted.load()) start_counting_locked();
-    InUseWindow& w = g_in_use[device.ordinal];
-    device.account.arbiter().update([&] {
-      shm::Slot& s = *device.account.slot();
-      uint64_t held = saturating_sub(s.reserved_bytes, s.context_bytes);
+    observe_in_use(device, [&](InUseWindow& w, const shm::Slot& s, uint64_t held, uint64_t iteration,
+                               uint64_t* p) {
       // Figures from a moment gshare has not caught up with (a block the
       // framework counts before its allocation returned here) say nothing.
-      if (held < allocated) return;
-      uint64_t cached = saturating_sub(reserved, allocated);
-      uint64_t in_use = saturating_sub(held, cached);
-      uint64_t p = 0;
-      uint64_t iteration = g_iterations.load(std::memory_order_relaxed);
-      if (w.record(in_use, held, s.persistent_bytes, iteration, &p)) set_persistent_locked(device, p);
+      if (held < allocated) return false;
+      uint64_t in_use = saturating_sub(held, saturating_sub(reserved, allocated));
+      return w.record(in_use, held, s.persistent_bytes, iteration, p);
     });
   });
   pthread_mutex_unlock(&g_boundary_mutex);
@@ -378,14 +389,8 @@ void note_cache_emptied_at_boundary() {
   pthread_mutex_lock(&g_boundary_mutex);
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot() || device.ordinal >= kMaxDevices) return;
-    InUseWindow& w = g_in_use[device.ordinal];
-    device.account.arbiter().update([&] {
-      shm::Slot& s = *device.account.slot();
-      uint64_t held = saturating_sub(s.reserved_bytes, s.context_bytes);
-      uint64_t p = 0;
-      if (w.record_rest(held, s.persistent_bytes, g_iterations.load(std::memory_order_relaxed), &p))
-        set_persistent_locked(device, p);
-    });
+    observe_in_use(device, [](InUseWindow& w, const shm::Slot& s, uint64_t held, uint64_t iteration,
+                              uint64_t* p) { return w.record_rest(held, s.persistent_bytes, iteration, p); });
   });
   pthread_mutex_unlock(&g_boundary_mutex);
 }
