@@ -45,18 +45,16 @@ void on_python_exit() {
   // The next job's switch is measured from here (scheduler/token.h).
   const uint64_t began = mono_now_ns();
   allocator::for_each_attached_device([&](allocator::Device& device) {
-    if (shm::Slot* slot = device.account.slot())
-      device.account.arbiter().update([&] { slot->handover_began_mono_ns = began; });
+    if (device.account.slot()) scheduler::note_handover_began(device.account.arbiter(), began);
   });
   allocator::give_back_cache_before_switch();
   allocator::for_each_attached_device([](allocator::Device& device) {
-    shm::Slot* slot = device.account.slot();
-    if (!slot) return;
+    if (!device.account.slot()) return;
     // What the framework could not empty (a segment a live tensor keeps)
     // would hold the lane's space until the process ends.
     device.account.arbiter().leave_lane_space();
     scheduler::step_aside(device.account.arbiter());
-    device.account.arbiter().update([&] { slot->handover_began_mono_ns = 0; });
+    scheduler::note_handover_began(device.account.arbiter(), 0);
   });
   GSHARE_DEBUG("Python's exit: done");
 }

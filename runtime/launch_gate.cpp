@@ -213,14 +213,14 @@ void after_host_sync(bool ends_iteration) {
         bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot());
         if (giving_back) {
           const uint64_t began = mono_now_ns();
-          arbiter.update([&] { slot->handover_began_mono_ns = began; });
+          note_handover_began(arbiter, began);
           // What stays is in use at rest: P (allocator/classifier.h).
           if (allocator::give_back_cache_before_switch()) allocator::note_cache_emptied_at_boundary();
           // Its next turn allocates that much again (runtime/switch_cost.h).
           note_give_back_before_switch(slot, mono_now_ns() - began);
         }
         end_slice(arbiter, allocator::drain_current_context);
-        if (giving_back) arbiter.update([&] { slot->handover_began_mono_ns = 0; });
+        if (giving_back) note_handover_began(arbiter, 0);
       } else if (gate & shm::kGateOpen) {
         lend_while_idle(arbiter);
       }

@@ -641,6 +641,11 @@ SwitchRecord note_first_launch(Arbiter& arbiter, uint64_t now) {
   return record;
 }
 
+void note_handover_began(Arbiter& arbiter, uint64_t now) {
+  Slot& me = arbiter.region()->slots[arbiter.own_slot()];
+  arbiter.update([&] { me.handover_began_mono_ns = now; });
+}
+
 void account_token_time(Arbiter& arbiter) {
   arbiter.update([&] {
     int k = token_index(*arbiter.region(), arbiter.own_slot());

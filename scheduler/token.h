@@ -118,6 +118,11 @@ struct SwitchRecord {
 };
 SwitchRecord note_first_launch(shm::Arbiter& arbiter, uint64_t now);
 
+// This job begins to hand over, giving its cache back first, at `now`: a
+// switch's cost runs from there (grant_locked). 0: the hand-over is over.
+// Takes the lock.
+void note_handover_began(shm::Arbiter& arbiter, uint64_t now);
+
 // Counts the holder's token time so far: gshare-top's share and fair's
 // clock stay current during a long slice. Called by the upkeep thread.
 void account_token_time(shm::Arbiter& arbiter);
