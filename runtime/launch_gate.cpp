@@ -119,6 +119,7 @@ void forget_launch_state_after_fork() {
   g_captures_in_progress.store(0);
   g_launch_detours.store(0);
   iterations::forget_after_fork();
+  forget_switch_cost_after_fork();
 }
 
 LaunchTicket before_launch_slow(CUstream stream, const void* function) {
@@ -260,10 +261,7 @@ void scheduler_tick() {
   if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
   // A loop that never syncs ends its iterations between ticks: the switch
   // cost's measure ends at the first tick past one.
-  static uint64_t last_iterations = 0;
-  if (estimate.source == shm::kIterationsFromLaunches && estimate.iterations != last_iterations)
-    end_switch_cost();
-  last_iterations = estimate.iterations;
+  end_switch_cost_if_iterated(estimate.iterations, estimate.source == shm::kIterationsFromLaunches);
   allocator::answer_release_requests();
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();

@@ -13,6 +13,7 @@ namespace {
 std::atomic<shm::Slot*> g_slot{nullptr};
 std::atomic<uint64_t> g_switch_ns{0};
 std::atomic<uint64_t> g_memory_ns{0};
+uint64_t g_iterations_seen = 0;  // end_switch_cost_if_iterated's, upkeep thread only
 }  // namespace
 
 void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record) {
@@ -52,6 +53,17 @@ void end_switch_cost() {
   GSHARE_DEBUG("a switch to this job cost %.1f ms (%.1f ms to its first launch, %.1f ms in memory calls)",
                double(cost) / 1e6, double(g_switch_ns.load(std::memory_order_relaxed)) / 1e6,
                double(g_memory_ns.load(std::memory_order_relaxed)) / 1e6);
+}
+
+void end_switch_cost_if_iterated(uint64_t iterations, bool from_launches) {
+  if (from_launches && iterations != g_iterations_seen) end_switch_cost();
+  g_iterations_seen = iterations;
+}
+
+void forget_switch_cost_after_fork() {
+  g_measuring_switch_cost.store(false);
+  g_slot.store(nullptr);
+  g_iterations_seen = 0;
 }
 
 }  // namespace gshare::runtime

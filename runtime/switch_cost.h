@@ -34,6 +34,12 @@ extern std::atomic<bool> g_measuring_switch_cost;
 void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
 // At an iteration boundary: ends an open measure and publishes it.
 void end_switch_cost();
+// From the upkeep thread, each tick, the iterations counted so far: for a
+// loop whose iterations come from its launches (`from_launches`: it never
+// syncs), an open measure ends once their count moves.
+void end_switch_cost_if_iterated(uint64_t iterations, bool from_launches);
+// A fork()ed child measures nothing of its parent's switch.
+void forget_switch_cost_after_fork();
 // Its cache emptied before a hand-over, in `ns`.
 void note_give_back_before_switch(shm::Slot* slot, uint64_t ns);
 void add_memory_call_ns(uint64_t ns);
