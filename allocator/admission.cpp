@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/saturating.h"
 #include "base/tunables.h"
+#include "scheduler/iterations.h"
 #include "scheduler/token.h"
 #include "shm/futex.h"
 #include "shm/region.h"
@@ -381,8 +382,41 @@ int answer_on_python_main_thread(void*) {
   return 0;
 }
 
+// Whether a framework's cache may be emptied on request now: between two
+// iterations (scheduler/iterations.h), or idle, its token taken for that.
+// Mid-step the request waits for the step's end, where the job answers it
+// (an iteration's last sync reaches a hook): emptied mid-step, the
+// framework may no longer fit the step's largest block (PyTorch: an
+// out-of-memory error natively impossible).
+// The upkeep thread's watch (answer_release_requests_from_upkeep): since
+// when the job has sat quiet, 0 while it is not.
+std::atomic<uint64_t> g_quiet_since_ns{0};
+uint64_t g_launches_at_tick = 0;  // upkeep thread only
+
+bool framework_at_rest() {
+  if (scheduler::iterations::between_iterations(process_launches())) return true;
+  uint64_t quiet = g_quiet_since_ns.load(std::memory_order_relaxed);
+  return quiet != 0 && mono_now_ns() - quiet >= tunables::kQuietRestNs;
+}
+
+// Whether a thread of this job waits for the token or for memory, or is
+// inside a host sync.
+bool waits_for_anything() {
+  bool waits = false;
+  for_each_attached_device([&](Device& device) {
+    const Slot* slot = device.account.slot();
+    if (!slot) return;
+    if (__atomic_load_n(&slot->job_state, __ATOMIC_RELAXED) == shm::kJobWaiting ||
+        __atomic_load_n(&slot->admission, __ATOMIC_RELAXED) != shm::kAdmitted ||
+        slot->gpu_waits.load(std::memory_order_relaxed) != 0)
+      waits = true;
+  });
+  return waits;
+}
+
 void answer(bool from_hook) {
   if (!release_requested()) return;
+  if (has_framework_cache() && !framework_at_rest()) return;
   bool framework = from_hook && can_empty_framework_caches();
   // A framework cache only a thread that may call into Python can empty: a
   // hook thread, or Python's main thread at its next bytecode (a job idle
@@ -410,6 +444,14 @@ void answer(bool from_hook) {
 void answer_release_requests() { answer(false); }
 
 void answer_release_requests_from_hook() { answer(true); }
+
+void answer_release_requests_from_upkeep(uint64_t launches, uint64_t now_ns) {
+  bool quiet = launches == g_launches_at_tick && !waits_for_anything();
+  g_launches_at_tick = launches;
+  if (!quiet) g_quiet_since_ns.store(0, std::memory_order_relaxed);
+  else if (g_quiet_since_ns.load(std::memory_order_relaxed) == 0) g_quiet_since_ns.store(now_ns, std::memory_order_relaxed);
+  answer(false);
+}
 
 namespace {
 // Empties the framework caches and the stream-ordered pools' free memory,

@@ -79,6 +79,11 @@ void answer_release_requests();
 // The same from a wait for the token or a host sync, where the frameworks'
 // caches can be emptied too (allocator/framework_caches.h).
 void answer_release_requests_from_hook();
+// The same from the upkeep thread's tick, which also watches whether the
+// job sits quiet (no launch and no wait for the token or memory) with
+// `launches` launched so far: a job quiet for tunables::kQuietRestNs
+// counts as at rest, its framework's cache free to empty even mid-step.
+void answer_release_requests_from_upkeep(uint64_t launches, uint64_t now_ns);
 
 // After a host sync that ended an iteration: a job that no longer holds
 // its token and shares its lane gives its framework cache and its

@@ -185,6 +185,14 @@ Device* attached_device_by_uuid(const char* uuid) {
   return found;
 }
 
+uint64_t process_launches() {
+  uint64_t total = 0;
+  for_each_attached_device([&](Device& device) {
+    if (shm::Slot* slot = device.account.slot()) total += slot->launches.load(std::memory_order_relaxed);
+  });
+  return total;
+}
+
 void forget_devices_after_fork() {
   g_attach_mutex = PTHREAD_MUTEX_INITIALIZER;
   for_each_attached_device([](Device& d) {

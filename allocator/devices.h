@@ -62,6 +62,9 @@ inline shm::Slot* only_slot() { return detail::g_only_slot.load(std::memory_orde
 template <class Fn>
 void for_each_attached_device(Fn&& fn);
 
+// The process's launches on every GPU it uses.
+uint64_t process_launches();
+
 // In a fork()ed child: the parent owns the slots; attach afresh on use.
 void forget_devices_after_fork();
 

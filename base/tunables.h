@@ -85,6 +85,9 @@ inline constexpr uint32_t kMismatchesPer = 256;
 // --- The launch token (scheduler/token.cpp) ---
 inline constexpr uint64_t kMaxSleepNs = 250'000'000;  // a waiter re-checks at least this often
 inline constexpr uint64_t kMidIterationIdleNs = 2'000'000'000;  // see HolderWatch::idle
+// A job this long without a launch or a wait is at rest even mid-step: its
+// framework's cache may be emptied on request (allocator/admission.h).
+inline constexpr uint64_t kQuietRestNs = 1'000'000'000;
 inline constexpr uint64_t kMinSleepNs = 200'000;  // a waiter's shortest sleep
 // srtf's estimate of the GPU time a job still needs. A job that gave its
 // iteration count but has not run long enough for its iteration time to be

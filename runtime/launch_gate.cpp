@@ -168,7 +168,7 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 // waiter whose turn comes while the holder is inside it can take the token
 // at once under overlap (scheduler/token.cpp).
 bool before_host_sync() {
-  bool boundary = iterations::sync_would_end_iteration(process_launches());
+  bool boundary = iterations::sync_would_end_iteration(allocator::process_launches());
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
     if (!slot) return;
@@ -184,7 +184,7 @@ bool before_host_sync() {
 }
 
 void after_host_sync(bool ends_iteration) {
-  uint64_t launches = process_launches();
+  uint64_t launches = allocator::process_launches();
   uint64_t bytes = 0;
   allocator::for_each_attached_device([&](allocator::Device& device) {
     if (shm::Slot* slot = device.account.slot()) bytes += __atomic_load_n(&slot->allocated_bytes, __ATOMIC_RELAXED);
@@ -241,20 +241,13 @@ void after_host_sync(bool ends_iteration) {
 }
 
 void note_memory_event(bool allocation) {
-  if (iterations::observing()) iterations::record_memory_event(allocation, process_launches(), mono_now_ns());
+  if (iterations::observing()) iterations::record_memory_event(allocation, allocator::process_launches(), mono_now_ns());
 }
 
-uint64_t process_launches() {
-  uint64_t total = 0;
-  allocator::for_each_attached_device([&](allocator::Device& device) {
-    if (shm::Slot* slot = device.account.slot()) total += slot->launches.load(std::memory_order_relaxed);
-  });
-  return total;
-}
 
 
 void scheduler_tick() {
-  uint64_t launches = process_launches();
+  uint64_t launches = allocator::process_launches();
   uint64_t now = mono_now_ns();
   iterations::tick(launches, now);
   iterations::Estimate estimate = iterations::current(launches);
@@ -262,7 +255,7 @@ void scheduler_tick() {
   // A loop that never syncs ends its iterations between ticks: the switch
   // cost's measure ends at the first tick past one.
   end_switch_cost_if_iterated(estimate.iterations, estimate.source == shm::kIterationsFromLaunches);
-  allocator::answer_release_requests();
+  allocator::answer_release_requests_from_upkeep(launches, now);
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
     if (!slot) return;

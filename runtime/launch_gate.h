@@ -56,9 +56,6 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 bool before_host_sync();
 void after_host_sync(bool ends_iteration);
 
-// The process's launches on every GPU it uses.
-uint64_t process_launches();
-
 // An allocation or free succeeded: while an iteration-observation window
 // is open, it marks where a step's pieces begin and end.
 void note_memory_event(bool allocation);

@@ -406,6 +406,19 @@ bool launch_is_boundary(const void* function, uint64_t launch_number) {
   return true;
 }
 
+bool between_iterations(uint64_t launches) {
+  SyncPattern& s = g_syncs;
+  uint32_t p = g_launches.period.load(std::memory_order_acquire);
+  if (s.period.load() == 0 && p > 0) {
+    uint64_t anchor = g_launches.anchor_number.load(std::memory_order_relaxed);
+    return launches >= anchor && (launches - anchor) % p == 0;
+  }
+  pthread_mutex_lock(&s.mutex);
+  bool between = s.last_was_boundary && launches == s.last_launches;
+  pthread_mutex_unlock(&s.mutex);
+  return between;
+}
+
 bool observing() { return g_window_open.load(std::memory_order_relaxed); }
 
 void record_launch(const void* function, uint64_t launch_number, uint64_t now_ns) {

@@ -55,6 +55,15 @@ bool sync_would_end_iteration(uint64_t launches);
 // while iterations come from syncs: those end at a sync.
 bool launch_is_boundary(const void* function, uint64_t launch_number);
 
+// Whether the job stands between two iterations, `launches` being its
+// launch count: its latest sync ended one (or no iteration is known) and
+// it has launched nothing since; or, in a loop that never syncs, its next
+// launch starts one. Only then is what its framework has cached free of a
+// step's tensors: emptied mid-step, the framework carves the step's next
+// blocks from what survives (PyTorch: its largest free segment) and may no
+// longer fit the step's largest block.
+bool between_iterations(uint64_t launches);
+
 // Whether an observation window is open: the slow launch path then calls
 // record_launch for every launch.
 bool observing();

@@ -542,6 +542,34 @@ TEST_CASE("under fifo the job running in a lane keeps its cache while its lane-m
   }
 }
 
+TEST_CASE("a job asked for its cache mid-step gives it back at the step's end, not mid-step", "[turns]") {
+  // Two caching jobs of P 1 GiB and E 5 GiB on 8 GiB take turns in one
+  // lane. Each step pauses half a second in Python mid-way, its chunks
+  // alive and a temporary back in its cache: its waiting lane-mate finds it
+  // still and asks for its cache. Emptied then, PyTorch would carve the
+  // step's next blocks from the segments that survive and could fail to
+  // fit its largest (an out-of-memory error no native run has): the cache
+  // must go back only once the step has ended.
+  TestGpu gpu(8 * kGiB);
+  for (const char* policy : {"fair", "priority", "pack"}) {
+    INFO(policy);
+    const Env env{{"GSHARE_POLICY", policy}, {"CACHE_STATS", "1"}, {"MID_STEP_PAUSE_S", "0.5"}};
+    unsigned emptied_by_both = 0;
+    for (const Finished& f : run_caching_jobs(gpu, 2, {"6", "1024", "5000", "5", "20000"}, env)) {
+      INFO(f.err);
+      CHECK(f.out == "done 6\n");
+      unsigned misses = 0, emptied = 0, mid = 0;
+      const size_t at = f.err.find("cache misses ");
+      REQUIRE(at != std::string::npos);
+      REQUIRE(sscanf(f.err.c_str() + at, "cache misses %u emptied %u mid-iteration %u", &misses, &emptied, &mid) ==
+              3);
+      emptied_by_both += emptied;
+      CHECK(mid == 0);
+    }
+    CHECK(emptied_by_both >= 1);  // the cache did go back for the lane-mate
+  }
+}
+
 TEST_CASE("every switch is measured, and the GPU's figures are its jobs'") {
   // Two jobs of P 1 GiB and E 3 GiB can only take turns in one lane of
   // 8 GiB. Each hands over where its last iteration's memory is free.

@@ -18,7 +18,10 @@ job evaluating on the CPU), its weights and cache kept: with LINGER_READY
 set it creates that file once it lingers, and with LINGER_RELEASE set it
 stops lingering as soon as that file exists (the test's release). With FIRST_STEP_PAUSE_S
 set, the first iteration pauses that long in Python after its last chunk,
-all its memory alive (a slow first forward pass). With SETUP_SYNC set, it first syncs a few times with
+all its memory alive (a slow first forward pass). With MID_STEP_PAUSE_S
+set, each chunk is followed by a launch (a layer's), and every iteration
+pauses that long after a temporary of half a chunk has gone back to the
+cache (a step busy on the CPU mid-way). With SETUP_SYNC set, it first syncs a few times with
 only a small block cached, before its weights exist. With FRAMEWORK_POOL=1
 it is PyTorch's cudaMallocAsync backend instead: blocks come from the
 device's stream-ordered pool, which keeps all that is freed (release
@@ -33,8 +36,9 @@ EXIT_SLOW_READY set it creates that file as the sleep begins. With
 EXIT_KEEP_MIB set, that much of its last iteration stays alive to the end
 (as a PyTorch segment that a small live tensor keeps from empty_cache()).
 With CACHE_STATS set, it ends by printing to stderr "cache misses M emptied
-K": the takes that went to the driver and the empty_cache() calls that gave
-something back.
+K mid-iteration J": the takes that went to the driver, the empty_cache()
+calls that gave something back, and how many of those came while an
+iteration's blocks were alive.
 """
 
 import ctypes
@@ -74,6 +78,8 @@ class Cache:
         self.reserved = 0   # taken from the driver
         self.misses = 0     # takes that went to the driver
         self.emptied = 0    # empty() calls that gave something back
+        self.emptied_mid = 0  # of them, calls made mid-iteration (see empty_cache)
+        self.in_iteration = False  # an iteration's blocks are alive
 
     def take(self, size):
         for i, (pointer, bytes_) in enumerate(self.free):
@@ -85,7 +91,7 @@ class Cache:
         result = cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(size))
         if result != 0:
             # PyTorch's answer to an allocation failure: empty the cache, retry once.
-            self.empty()
+            self.empty(own=True)
             result = cuda.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(size))
             if result != 0:
                 raise MemoryError(result)
@@ -97,11 +103,15 @@ class Cache:
         self.allocated -= size
         self.free.append((pointer, size))
 
-    def empty(self):
+    def empty(self, own=False):
         if self.free and os.environ.get("EMPTY_CACHE_MS"):
             time.sleep(float(os.environ["EMPTY_CACHE_MS"]) / 1000)
         if self.free:
             self.emptied += 1
+            # Asked from outside (gshare) while an iteration's blocks live:
+            # PyTorch would then carve its next blocks from what survives,
+            # and may no longer fit the iteration's largest.
+            self.emptied_mid += not own and self.in_iteration
         for pointer, size in self.free:
             cuda.cuMemFree_v2(ctypes.c_uint64(pointer))
             self.reserved -= size
@@ -179,6 +189,7 @@ sys.modules["torch"] = torch
 def main():
     iterations, p_mib, e_mib, chunks, kernel_us = (int(x) for x in sys.argv[1:6])
     chunk_sync = sys.argv[6:7] == ["chunksync"]
+    mid_step_pause = float(os.environ.get("MID_STEP_PAUSE_S", "0"))
     check(cuda.cuInit(0), "cuInit")
     device = ctypes.c_int()
     check(cuda.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
@@ -214,13 +225,15 @@ def main():
     small = (1 << 20) if isinstance(cache, Pool) else 0
     for i in range(iterations):
         live = []
+        cache.in_iteration = True
         try:
             for c in range(chunks):
                 live.append((cache.take(chunk), chunk))
                 if small and c == chunks - 1:
                     live.append((cache.take(small), small))
-                if chunk_sync:  # the forward pass reads a value back
+                if chunk_sync or mid_step_pause:  # a forward pass's layer
                     check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
+                if chunk_sync:  # the forward pass reads a value back
                     check(cuda.cuCtxSynchronize(), "sync")
         except MemoryError as e:
             print(f"error {e.args[0]} at {i}", flush=True)
@@ -229,16 +242,25 @@ def main():
             pause_until = time.monotonic() + float(os.environ.get("FIRST_STEP_PAUSE_S", "0"))
             while time.monotonic() < pause_until:
                 time.sleep(0.01)
+        if mid_step_pause:
+            # A temporary of the step goes back to the cache, and the step
+            # goes on in Python with its chunks alive.
+            cache.give(cache.take(chunk // 2), chunk // 2)
+            pause_until = time.monotonic() + mid_step_pause
+            while time.monotonic() < pause_until:
+                time.sleep(0.01)
         for _ in range(2):
             check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
         for pointer, size in live:  # the backward pass frees the activations
             cache.give(pointer, size)
+        cache.in_iteration = False
         check(cuda.cuCtxSynchronize(), "sync")  # the loss.item() of the loop
     if os.environ.get("EXIT_KEEP_MIB"):
         kept = cache.take(int(os.environ["EXIT_KEEP_MIB"]) << 20)  # noqa: F841 (alive to the end)
     print(f"done {iterations}", flush=True)
     if os.environ.get("CACHE_STATS") and isinstance(cache, Cache):
-        print(f"cache misses {cache.misses} emptied {cache.emptied}", file=sys.stderr, flush=True)
+        print(f"cache misses {cache.misses} emptied {cache.emptied} mid-iteration {cache.emptied_mid}",
+              file=sys.stderr, flush=True)
     linger_until = time.monotonic() + float(os.environ.get("LINGER_S", "0"))
     ready, release = os.environ.get("LINGER_READY"), os.environ.get("LINGER_RELEASE")
     if ready and time.monotonic() < linger_until:
