@@ -27,6 +27,9 @@ bool InUseWindow::record(uint64_t in_use, uint64_t held, uint64_t current_p, uin
     if (iterations_[i] + kInUseIterations < iteration || (iterations_[i] == 0 && iteration >= 2)) continue;
     least = values_[i] < least ? values_[i] : least;
   }
+  // What stayed at the latest rest is held at rest, whatever the answers
+  // say: cached blocks a live one keeps in its segment cannot go back.
+  if (rest_iteration_ + kInUseIterations >= iteration && rest_ > least) least = rest_;
   uint64_t candidate = least < held ? least : held;
   uint64_t step = current_p / 100 > kPersistentStepBytes ? current_p / 100 : kPersistentStepBytes;
   uint64_t moved = candidate > current_p ? candidate - current_p : current_p - candidate;
@@ -39,8 +42,8 @@ bool InUseWindow::record(uint64_t in_use, uint64_t held, uint64_t current_p, uin
 }
 
 bool InUseWindow::record_rest(uint64_t in_use, uint64_t current_p, uint64_t iteration, uint64_t* p) {
-  for (int i = 0; i < count_; ++i)
-    if (values_[i] < in_use) values_[i] = in_use;
+  rest_ = in_use;
+  rest_iteration_ = iteration;
   settled_ = true;
   return record(in_use, in_use, current_p, iteration, p);
 }

@@ -31,9 +31,11 @@ class InUseWindow {
   // re-form lanes; the first answer moves it by any amount.
   bool record(uint64_t in_use, uint64_t held, uint64_t current_p, uint64_t iteration, uint64_t* p);
   // The process at an iteration boundary with its cache just emptied: all
-  // it holds, `in_use`, is in use at rest, which is P. Answers below it are
-  // stale (from a set-up before the weights existed) and rise to it; P
-  // moves as record() would move it, rising at once.
+  // it holds, `in_use`, is in use at rest, which is P. Until it rests again
+  // (or for kInUseIterations iterations) P stays at least that, whatever
+  // the answers say: they count as free the cached blocks that share a
+  // segment with a live one, which no emptying gives back. P moves as
+  // record() would move it, rising at once.
   bool record_rest(uint64_t in_use, uint64_t current_p, uint64_t iteration, uint64_t* p);
 
  private:
@@ -43,6 +45,8 @@ class InUseWindow {
   int next_ = 0;
   bool settled_ = false;  // P may rise
   int steady_ = 0;        // answers running that agree with the one before
+  uint64_t rest_ = 0;     // held at the latest rest (record_rest)
+  uint64_t rest_iteration_ = 0;
 };
 
 }  // namespace gshare::allocator

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 using gshare::allocator::InUseWindow;
+using gshare::tunables::kInUseIterations;
 
 namespace {
 constexpr uint64_t kMiB = 1ull << 20;
@@ -101,7 +102,15 @@ TEST_CASE("what a job holds at a boundary, its cache just emptied, is its P at o
   CHECK(p == 4800 * kMiB);
   CHECK_FALSE(w.record(40 * kGiB, kHeld, p, 1, &p));  // mid-iteration
   CHECK(p == 4800 * kMiB);
-  // A later answer at rest with less in use lowers it as any answer does.
-  REQUIRE(w.record(4000 * kMiB, kHeld, p, 2, &p));
+  // Answers with less in use (blocks the framework counts as cached, kept
+  // by a live block in their segment) do not lower it while the rest is
+  // recent: the emptying could not give those back.
+  CHECK_FALSE(w.record(4000 * kMiB, kHeld, p, 2, &p));
+  CHECK(p == 4800 * kMiB);
+  // A later rest with less held lowers it at once.
+  REQUIRE(w.record_rest(4200 * kMiB, p, 3, &p));
+  CHECK(p == 4200 * kMiB);
+  // Once the rest is kInUseIterations iterations old, the answers rule.
+  REQUIRE(w.record(4000 * kMiB, kHeld, p, 3 + kInUseIterations + 1, &p));
   CHECK(p == 4000 * kMiB);
 }
