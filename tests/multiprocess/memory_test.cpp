@@ -656,7 +656,7 @@ TEST_CASE("jobs that hand a lane's memory over at every switch take turns of man
   // Emptying a cache of 5 GiB costs 100 ms here, as freeing and allocating
   // again tens of GiB does on a GPU: a turn of one 60 ms iteration would
   // spend more than half the time switching. Turns of twenty times a
-  // switch's cost (2 s, the most) make about two turns a job. (srtf,
+  // switch's cost (2 s here) make about two turns a job. (srtf,
   // knowing neither job's length, lets the holder keep the GPU; and a
   // job's first switch, with its set-up, is not measured.)
   for (const std::string policy : {"fair", "srtf", "priority", "pack"}) {
