@@ -382,21 +382,29 @@ int answer_on_python_main_thread(void*) {
   return 0;
 }
 
-// Whether a framework's cache may be emptied on request now: between two
-// iterations (scheduler/iterations.h), or idle, its token taken for that.
-// Mid-step the request waits for the step's end, where the job answers it
-// (an iteration's last sync reaches a hook): emptied mid-step, the
+// Whether a framework's cache may be emptied on request now: when the job
+// sits quiet (kQuietRestNs), or between two iterations
+// (scheduler/iterations.h) without its token. Emptied mid-step, the
 // framework may no longer fit the step's largest block (PyTorch: an
-// out-of-memory error natively impossible).
+// out-of-memory error natively impossible): the request waits for the
+// step's end. A job that keeps its token there goes on running and needs
+// its cache: the request waits on for its switch (where a lane-mate's
+// space goes back anyway) or its quiet; a job waiting for memory gets the
+// bytes it waits for at the runner's boundaries (give_back_cache_to_waiters).
 // The upkeep thread's watch (answer_release_requests_from_upkeep): since
 // when the job has sat quiet, 0 while it is not.
 std::atomic<uint64_t> g_quiet_since_ns{0};
 uint64_t g_launches_at_tick = 0;  // upkeep thread only
 
 bool framework_at_rest() {
-  if (scheduler::iterations::between_iterations(process_launches())) return true;
   uint64_t quiet = g_quiet_since_ns.load(std::memory_order_relaxed);
-  return quiet != 0 && mono_now_ns() - quiet >= tunables::kQuietRestNs;
+  if (quiet != 0 && mono_now_ns() - quiet >= tunables::kQuietRestNs) return true;
+  if (!scheduler::iterations::between_iterations(process_launches())) return false;
+  bool runs = false;
+  for_each_attached_device([&](Device& device) {
+    if (device.account.slot() && scheduler::holds_token(device.account.arbiter())) runs = true;
+  });
+  return !runs;
 }
 
 // Whether a thread of this job waits for the token or for memory, or is

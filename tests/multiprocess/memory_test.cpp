@@ -542,7 +542,7 @@ TEST_CASE("under fifo the job running in a lane keeps its cache while its lane-m
   }
 }
 
-TEST_CASE("a job asked for its cache mid-step gives it back at the step's end, not mid-step", "[turns]") {
+TEST_CASE("a job asked for its cache mid-step never empties it mid-step, under every policy that switches", "[rest]") {
   // Two caching jobs of P 1 GiB and E 5 GiB on 8 GiB take turns in one
   // lane. Each step pauses half a second in Python mid-way, its chunks
   // alive and a temporary back in its cache: its waiting lane-mate finds it
@@ -568,6 +568,33 @@ TEST_CASE("a job asked for its cache mid-step gives it back at the step's end, n
     }
     CHECK(emptied_by_both >= 1);  // the cache did go back for the lane-mate
   }
+}
+
+TEST_CASE("a running job asked for its cache keeps it: it empties it neither mid-step nor at its boundaries",
+          "[rest]") {
+  // Under priority, a job of higher priority runs its ten steps while a
+  // lower one waits for their lane (P 1 GiB and E 5 GiB each, on 8 GiB).
+  // Each step pauses 0.3 s in Python mid-way: the waiter finds the runner
+  // still and asks for its cache. The runner goes on running, and its next
+  // steps need the cache: emptied at each boundary, each step would
+  // allocate anew (on a GPU, 78 GB in 240 ms each step); emptied mid-step,
+  // PyTorch may no longer fit the step's largest block.
+  TestGpu gpu(8 * kGiB);
+  const Env common{{"GSHARE_POLICY", "priority"}, {"CACHE_STATS", "1"}, {"MID_STEP_PAUSE_S", "0.3"}};
+  Env high = common, low = common;
+  high["GSHARE_PRIORITY"] = "10";
+  Finished runner, waiter;
+  std::thread first([&] {
+    runner = run_to_end(caching_job({"10", "1024", "5000", "5", "20000"}), gpu.environment(high), 120);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  waiter = run_to_end(caching_job({"3", "1024", "5000", "5", "20000"}), gpu.environment(low), 120);
+  first.join();
+  INFO(runner.err);
+  CHECK(runner.out == "done 10\n");
+  CHECK(runner.err.find("cache misses 7 emptied 0 mid-iteration 0") != std::string::npos);
+  INFO(waiter.err);
+  CHECK(waiter.out == "done 3\n");
 }
 
 TEST_CASE("every switch is measured, and the GPU's figures are its jobs'") {
