@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "allocator/classifier.h"
+#include "allocator/framework_classes.h"
 #include "allocator/devices.h"
 #include "allocator/framework_caches.h"
 #include "allocator/pools.h"

@@ -12,9 +12,8 @@
 // birth and its free. By site (allocator/site_classes.h): a site whose
 // allocations all turned out persistent gives persistent births. A caching
 // framework that answers with its own figures (allocator/framework_counts.h)
-// gives P directly: the least in use over its recent answers, which rises
-// only once the answers have shown an iteration's end. One that caches but
-// does not answer is measured by emptying its cache once at a boundary.
+// gives P directly, and one that caches but does not answer is measured by
+// emptying its cache once at a boundary (allocator/framework_classes.h).
 // Everything not persistent counts as ephemeral: reserved = P + ephemeral.
 // Until two release points are classified the figures are provisional.
 #pragma once
@@ -53,51 +52,8 @@ inline shm::MemoryClass class_of(const Allocation& entry) {
   return entry.persistent ? shm::MemoryClass::kPersistent : shm::MemoryClass::kEphemeral;
 }
 
-// The framework emptied its cache (allocator/framework_caches.h): what is
-// still alive is persistent, and memory born from now on is not promoted by
-// age. Call after the emptying, from the thread that did it.
-void note_cache_emptied();
-
-// Marks the frees that follow as a cache being emptied: their sites learn
-// "ephemeral". Scoped.
-struct EmptyingCache {
-  EmptyingCache();
-  ~EmptyingCache();
-};
-
-// From the second classified boundary on, a process with a framework cache
-// has it emptied once to measure P and E. Runs it if due and possible here:
-// call right after a host sync that ended an iteration, when the
-// iteration's ephemeral memory is free.
-void measure_framework_cache_if_due();
-
-// Has the frameworks empty their caches (if this thread can) and, if that
-// freed anything, notes it as above. Returns the bytes freed. Only the
-// measuring emptying may promote: anywhere else, what survives may be a
-// live iteration's memory.
-uint64_t empty_framework_caches_and_measure();
-
-// Has the frameworks empty their caches (if this thread can), to give the
-// memory back to other jobs. Once the cache was measured, what survives
-// and has lived two release points becomes persistent. Returns the bytes
-// freed.
-uint64_t give_back_framework_caches();
-
-// Whether this process has a framework cache (one was emptied, or a
-// framework answered with its figures).
-bool has_framework_cache();
-
-// A framework's answer (allocator/framework_counts.h), on Python's main
-// thread: the figures of each framework for each device. From the first
-// answer on, P comes from these (above).
-struct FrameworkCount;
-void note_framework_counts(const FrameworkCount* counts, int n);
-// At an iteration boundary, the framework's cache just emptied (before a
-// switch, or switched out): what the process still holds is P
-// (InUseWindow::record_rest). Only where P comes from a framework's
-// figures.
-void note_cache_emptied_at_boundary();
-
+// In a fork()ed child: everything learned was the parent's (the
+// framework's figures too, allocator/framework_classes.h).
 void forget_classes_after_fork();
 
 }  // namespace gshare::allocator

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "allocator/classifier.h"
+#include "allocator/framework_classes.h"
 #include "allocator/devices.h"
 #include "allocator/python_api.h"
 #include "base/tunables.h"

@@ -13,7 +13,7 @@
 //   jax    device.memory_stats(): bytes_in_use and pool_bytes, once JAX's
 //          backend is up (asking never starts it)
 //
-// The classifier turns the answers into P (allocator/classifier.h).
+// allocator/framework_classes.h turns the answers into P.
 //
 // The question runs on Python's main thread at its next bytecode
 // (Py_AddPendingCall): never inside a hook, never waiting for the GIL from
@@ -37,7 +37,7 @@ struct FrameworkCount {
 };
 
 // Asks the frameworks, if a question is due and Python runs; the answer
-// reaches note_framework_counts (allocator/classifier.h) later, from
+// reaches note_framework_counts (allocator/framework_classes.h) later, from
 // Python's main thread. Cheap when not due.
 void ask_framework_counts();
 

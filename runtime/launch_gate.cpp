@@ -4,6 +4,7 @@
 
 #include "allocator/admission.h"
 #include "allocator/classifier.h"
+#include "allocator/framework_classes.h"
 #include "allocator/framework_counts.h"
 #include "allocator/pools.h"
 #include "base/driver_api.h"
