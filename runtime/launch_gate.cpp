@@ -138,6 +138,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
     if (!(gate & shm::kGateOpen)) {
       wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
+      end_first_turn_cost(slot);
       end_slice(arbiter, allocator::drain_current_context);
     } else if (gate & shm::kGateFirstLaunch) {
       // The first launch since a switch made this job the holder: the
@@ -178,8 +179,10 @@ bool before_host_sync() {
     uint32_t gate = slot->gate.load(std::memory_order_acquire);
     shm::Arbiter& arbiter = device.account.arbiter();
     if (boundary && (gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
-        slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot()))
+        slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot())) {
+      end_first_turn_cost(slot);
       end_slice(arbiter, allocator::drain_current_context);
+    }
   });
   return boundary;
 }
@@ -221,6 +224,7 @@ void after_host_sync(bool ends_iteration) {
           // Its next turn allocates that much again (runtime/switch_cost.h).
           note_give_back_before_switch(slot, mono_now_ns() - began);
         }
+        end_first_turn_cost(slot);
         end_slice(arbiter, allocator::drain_current_context);
         if (giving_back) note_handover_began(arbiter, 0);
       } else if (gate & shm::kGateOpen) {

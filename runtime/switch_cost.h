@@ -10,10 +10,13 @@
 //   job's first launch: Slot::last_switch_ns)
 // + the time this job then spends in its memory calls (the driver's, and
 //   waits for memory) until its next iteration boundary.
-// A job's first switch is left out: its first turn holds its set-up. But a
-// job that empties its cache before handing over will allocate as much
-// again when its turn comes back: the emptying's time counts as the cost
-// of a switch to it at once, from its first hand-over on. The figure is
+// A job's first turn is measured whole, from its first launch to its
+// hand-over: its memory calls then (its set-up's allocations with its first
+// iterations', all new) are the first guess at what a switch to it costs,
+// published as it hands over, so that its second turn is sized by it; later
+// switches wear it down. And a job that empties its cache before handing
+// over will allocate as much again when its turn comes back: the
+// emptying's time counts as the cost of a switch to it at once. The figure is
 // published in Slot::switch_cost_ns: a costlier switch raises it at once,
 // a cheaper one lowers it by a quarter. Jobs that keep their memory across a switch (jobs
 // of different lanes) measure next to nothing and keep the quantum.
@@ -32,8 +35,12 @@ extern std::atomic<bool> g_measuring_switch_cost;
 
 // At the first launch of a turn, with what note_first_launch recorded.
 void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
-// At an iteration boundary: ends an open measure and publishes it.
+// At an iteration boundary: ends an open measure and publishes it (a first
+// turn's only once it has lasted tunables::kMaxTurnNs).
 void end_switch_cost();
+// As the job hands its token over: ends a first turn's measure and
+// publishes it.
+void end_first_turn_cost(shm::Slot* slot);
 // From the upkeep thread, each tick, the iterations counted so far: for a
 // loop whose iterations come from its launches (`from_launches`: it never
 // syncs), an open measure ends once their count moves.

@@ -299,6 +299,13 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   }
   Slot& s = r.slots[holder];
   uint32_t gate = s.gate.load(std::memory_order_relaxed);
+  // A turn is as long as the holder's switch cost says now: a cost first
+  // measured in this very turn (its memory allocated anew) lengthens it at
+  // once, not only from its next grant.
+  const uint64_t turn = slice_length(policy, t.jobs[current], s.quantum_ns);
+  if (now >= token.slice_end_mono_ns && turn != rules::kForever && token.slice_end_mono_ns != UINT64_MAX &&
+      token.slice_start_mono_ns + turn > now)
+    token.slice_end_mono_ns = token.slice_start_mono_ns + turn;
   if (now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
     best = pick_at_slice_end_locked(arbiter, policy, t, current, s.quantum_ns);
     // A holder inside a sync that ends an iteration has all its work

@@ -101,6 +101,16 @@ Config read_config() {
   if (const char* v = std::getenv("FAKE_CUDA_TRACE"); v != nullptr && *v) {
     c.trace_path = v;
   }
+  if (const char* v = std::getenv("FAKE_CUDA_ALLOC_US_PER_GIB"); v != nullptr && *v) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n > 10'000'000 || v[0] == '-') {
+      warn_bad("FAKE_CUDA_ALLOC_US_PER_GIB", v, "an integer from 0 to 10000000");
+    } else {
+      c.alloc_us_per_gib = n;
+    }
+  }
   return c;
 }
 

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include "fake_cuda_internal.h"
 
@@ -233,6 +235,12 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   uintptr_t p = 0;
   rc = allocate(bytesize, bytesize, AllocKind::kDevice, &p);
   if (rc == CUDA_SUCCESS) *dptr = static_cast<CUdeviceptr>(p);
+  // A GPU's driver maps new memory page by page: tens of GiB take a
+  // quarter of a second (FAKE_CUDA_ALLOC_US_PER_GIB).
+  const uint64_t us_per_gib = S().cfg.alloc_us_per_gib;  // set at cuInit, read-only since
+  if (rc == CUDA_SUCCESS && us_per_gib != 0)
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        static_cast<uint64_t>(double(us_per_gib) * double(bytesize) / double(1ULL << 30))));
   return rc;
 }
 

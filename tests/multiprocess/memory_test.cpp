@@ -653,9 +653,10 @@ struct TurnsSeen {
   uint64_t switches = 0;
   uint64_t most_switch_cost_ns = 0;
 };
-TurnsSeen two_jobs_taking_turns(const std::string& policy, int empty_cache_ms) {
+TurnsSeen two_jobs_taking_turns(const std::string& policy, int empty_cache_ms, Env env = {}) {
   TestGpu gpu(8 * kGiB);
-  const Env env{{"GSHARE_POLICY", policy}, {"EMPTY_CACHE_MS", std::to_string(empty_cache_ms)}};
+  env["GSHARE_POLICY"] = policy;
+  env["EMPTY_CACHE_MS"] = std::to_string(empty_cache_ms);
   TurnsSeen seen;
   std::atomic<bool> ended{false};
   std::thread watcher([&] {
@@ -697,6 +698,18 @@ TEST_CASE("jobs that hand a lane's memory over at every switch take turns of man
   TurnsSeen cheap = two_jobs_taking_turns("fair", 0);
   CHECK(cheap.most_switch_cost_ns < 50 * kMs);
   CHECK(cheap.switches >= 30);
+}
+
+TEST_CASE("a switch costs what the driver takes to allocate the lane's memory anew, and turns grow with it",
+          "[switch_cost]") {
+  // The same two jobs with a cache that empties at once, over a driver
+  // that takes 100 ms to allocate one's 5 GB (as a GPU's maps tens of GB
+  // in a quarter of a second): the cost is in the allocation, inside
+  // gshare's hook, and the turns must pay for it all the same.
+  Env slow_driver{{"FAKE_CUDA_ALLOC_US_PER_GIB", "20000"}};
+  TurnsSeen seen = two_jobs_taking_turns("fair", 0, slow_driver);
+  CHECK(seen.most_switch_cost_ns >= 80 * kMs);
+  CHECK(seen.switches <= 12);
 }
 
 TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at once") {
