@@ -4,9 +4,9 @@
 #include <atomic>
 
 #include "allocator/classifier.h"
-#include "allocator/framework_classes.h"
 #include "allocator/devices.h"
 #include "allocator/framework_caches.h"
+#include "allocator/framework_classes.h"
 #include "allocator/pools.h"
 #include "allocator/python_api.h"
 #include "base/driver_api.h"
@@ -383,6 +383,11 @@ int answer_on_python_main_thread(void*) {
   return 0;
 }
 
+// The upkeep thread's watch (answer_release_requests_from_upkeep): since
+// when the job has sat quiet, 0 while it is not.
+std::atomic<uint64_t> g_quiet_since_ns{0};
+uint64_t g_launches_at_tick = 0;  // upkeep thread only
+
 // Whether a framework's cache may be emptied on request now: when the job
 // sits quiet (kQuietRestNs), or between two iterations
 // (scheduler/iterations.h) without its token. Emptied mid-step, the
@@ -392,11 +397,6 @@ int answer_on_python_main_thread(void*) {
 // its cache: the request waits on for its switch (where a lane-mate's
 // space goes back anyway) or its quiet; a job waiting for memory gets the
 // bytes it waits for at the runner's boundaries (give_back_cache_to_waiters).
-// The upkeep thread's watch (answer_release_requests_from_upkeep): since
-// when the job has sat quiet, 0 while it is not.
-std::atomic<uint64_t> g_quiet_since_ns{0};
-uint64_t g_launches_at_tick = 0;  // upkeep thread only
-
 bool framework_at_rest() {
   uint64_t quiet = g_quiet_since_ns.load(std::memory_order_relaxed);
   if (quiet != 0 && mono_now_ns() - quiet >= tunables::kQuietRestNs) return true;

@@ -84,6 +84,13 @@ void note_in_flight(CUstream stream) {
   pthread_mutex_unlock(&g_bound.mutex);
 }
 
+// Ends the holder's slice: a first turn's cost is known by now
+// (runtime/switch_cost.h).
+void hand_over(shm::Arbiter& arbiter, shm::Slot* slot) {
+  end_first_turn_cost(slot);
+  end_slice(arbiter, allocator::drain_current_context);
+}
+
 // The holder was asked to yield: may this launch be where its slice ends?
 // Once the slice is past its limit, yes: no job keeps the GPU longer,
 // whether or not it syncs (its lane's space stays its own, shm/arbiter.h).
@@ -138,8 +145,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
     if (!(gate & shm::kGateOpen)) {
       wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
-      end_first_turn_cost(slot);
-      end_slice(arbiter, allocator::drain_current_context);
+      hand_over(arbiter, slot);
     } else if (gate & shm::kGateFirstLaunch) {
       // The first launch since a switch made this job the holder: the
       // switch's cost ends here (scheduler/token.h). Then the gate is read
@@ -179,10 +185,8 @@ bool before_host_sync() {
     uint32_t gate = slot->gate.load(std::memory_order_acquire);
     shm::Arbiter& arbiter = device.account.arbiter();
     if (boundary && (gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
-        slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot())) {
-      end_first_turn_cost(slot);
-      end_slice(arbiter, allocator::drain_current_context);
-    }
+        slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot()))
+      hand_over(arbiter, slot);
   });
   return boundary;
 }
@@ -224,8 +228,7 @@ void after_host_sync(bool ends_iteration) {
           // Its next turn allocates that much again (runtime/switch_cost.h).
           note_give_back_before_switch(slot, mono_now_ns() - began);
         }
-        end_first_turn_cost(slot);
-        end_slice(arbiter, allocator::drain_current_context);
+        hand_over(arbiter, slot);
         if (giving_back) note_handover_began(arbiter, 0);
       } else if (gate & shm::kGateOpen) {
         lend_while_idle(arbiter);
@@ -248,8 +251,6 @@ void after_host_sync(bool ends_iteration) {
 void note_memory_event(bool allocation) {
   if (iterations::observing()) iterations::record_memory_event(allocation, allocator::process_launches(), mono_now_ns());
 }
-
-
 
 void scheduler_tick() {
   uint64_t launches = allocator::process_launches();
