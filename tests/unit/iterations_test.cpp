@@ -121,3 +121,49 @@ TEST_CASE("a loop that never syncs is found from its repeating launches: one ite
   CHECK(e.iteration_ns >= 9 * kMs);
   CHECK(e.iteration_ns <= 11 * kMs);
 }
+
+TEST_CASE("a job is between iterations from a step's last sync to its next launch, and never mid-step") {
+  // Four pieces a step, each synced, the activations growing through the
+  // step: once the step is found, only its last sync starts a rest, and
+  // the rest ends at the next launch.
+  Loop loop;
+  set_up(loop);
+  for (uint64_t i = 0; i < 12; ++i) {
+    for (uint64_t piece = 1; piece <= 4; ++piece) {
+      loop.launch(50);
+      loop.now_ns += 10 * kMs;
+      loop.sync(piece == 4 ? 2 * kGiB : 2 * kGiB + piece * kGiB);
+    }
+  }
+  REQUIRE(loop.estimate().source == gshare::shm::kIterationsFromSyncs);
+  CHECK(iterations::between_iterations(loop.launches));  // the step's last sync
+  loop.launch(1);
+  CHECK_FALSE(iterations::between_iterations(loop.launches));  // the next step began
+  loop.launch(49);
+  loop.sync(3 * kGiB);  // a piece's sync, mid-step
+  CHECK_FALSE(iterations::between_iterations(loop.launches));
+}
+
+TEST_CASE("in a loop that never syncs, a job is between iterations where its next launch starts one") {
+  alignas(16) static char functions[30][16];
+  Loop loop;
+  uint64_t next_tick_ns = loop.now_ns;
+  for (uint64_t i = 0; i < 150; ++i) {
+    loop.now_ns += 4 * kMs;
+    for (auto& function : functions) {
+      if (iterations::observing()) iterations::record_launch(function, loop.launches, loop.now_ns);
+      loop.launch(1);
+      loop.now_ns += 200'000;
+    }
+    if (loop.now_ns >= next_tick_ns) {
+      iterations::tick(loop.launches, loop.now_ns);
+      next_tick_ns = loop.now_ns + 50 * kMs;
+    }
+  }
+  REQUIRE(loop.estimate().source == gshare::shm::kIterationsFromLaunches);
+  CHECK(iterations::between_iterations(loop.launches));  // the next launch is a step's first
+  loop.launch(1);
+  CHECK_FALSE(iterations::between_iterations(loop.launches));
+  loop.launch(29);
+  CHECK(iterations::between_iterations(loop.launches));
+}
