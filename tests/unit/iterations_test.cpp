@@ -36,6 +36,41 @@ void set_up(Loop& loop) {
   }
 }
 
+// A step of four pieces of equal launches, each synced, the activations
+// growing through the step and freed at its end: only the memory tells
+// pieces from steps. Returns whether the step's last sync ended an
+// iteration.
+bool step_synced_by_pieces(Loop& loop) {
+  bool ended = false;
+  for (uint64_t piece = 1; piece <= 4; ++piece) {
+    loop.launch(50);
+    loop.now_ns += 10 * kMs;
+    const bool step_end = piece == 4;
+    ended = loop.sync(step_end ? 2 * kGiB : 2 * kGiB + piece * kGiB) && step_end;
+  }
+  return ended;
+}
+
+// Steps of 10 ms that never sync: thirty kernels a step, each its own
+// function, with host time before the first (data loading); the upkeep
+// thread ticks every 50 ms.
+void run_steps_without_syncs(Loop& loop, uint64_t steps) {
+  alignas(16) static char functions[30][16];
+  uint64_t next_tick_ns = loop.now_ns;
+  for (uint64_t i = 0; i < steps; ++i) {
+    loop.now_ns += 4 * kMs;  // the host gap where the step begins
+    for (auto& function : functions) {
+      if (iterations::observing()) iterations::record_launch(function, loop.launches, loop.now_ns);
+      loop.launch(1);
+      loop.now_ns += 200'000;
+    }
+    if (loop.now_ns >= next_tick_ns) {
+      iterations::tick(loop.launches, loop.now_ns);
+      next_tick_ns = loop.now_ns + 50 * kMs;
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a loop that reads its loss once a step counts one iteration a step for steps of 1 ms and of 5 s") {
@@ -66,14 +101,7 @@ TEST_CASE("a loop that syncs after each piece of its forward pass counts steps a
   set_up(loop);
   const uint64_t steps = 30;
   uint64_t boundaries = 0;
-  for (uint64_t i = 0; i < steps; ++i) {
-    for (uint64_t piece = 1; piece <= 4; ++piece) {
-      loop.launch(50);
-      loop.now_ns += 10 * kMs;
-      const bool step_end = piece == 4;
-      boundaries += loop.sync(step_end ? 2 * kGiB : 2 * kGiB + piece * kGiB) && step_end;
-    }
-  }
+  for (uint64_t i = 0; i < steps; ++i) boundaries += step_synced_by_pieces(loop);
   iterations::Estimate e = loop.estimate();
   CHECK(e.source == gshare::shm::kIterationsFromSyncs);
   CHECK(e.iterations <= steps);
@@ -95,24 +123,9 @@ TEST_CASE("a job still in its first step has counted no iterations") {
 }
 
 TEST_CASE("a loop that never syncs is found from its repeating launches: one iteration a step") {
-  // Thirty kernels a step, each its own function, with host time before the
-  // first (data loading); the upkeep thread ticks every 50 ms.
-  alignas(16) static char functions[30][16];
   Loop loop;
-  uint64_t next_tick_ns = loop.now_ns;
   const uint64_t steps = 150;  // 1.5 s of 10 ms steps
-  for (uint64_t i = 0; i < steps; ++i) {
-    loop.now_ns += 4 * kMs;  // the host gap where the step begins
-    for (auto& function : functions) {
-      if (iterations::observing()) iterations::record_launch(function, loop.launches, loop.now_ns);
-      loop.launch(1);
-      loop.now_ns += 200'000;
-    }
-    if (loop.now_ns >= next_tick_ns) {
-      iterations::tick(loop.launches, loop.now_ns);
-      next_tick_ns = loop.now_ns + 50 * kMs;
-    }
-  }
+  run_steps_without_syncs(loop, steps);
   iterations::Estimate e = loop.estimate();
   CHECK(e.source == gshare::shm::kIterationsFromLaunches);
   CHECK(e.launches_per_iteration == 30);
@@ -128,13 +141,7 @@ TEST_CASE("a job is between iterations from a step's last sync to its next launc
   // the rest ends at the next launch.
   Loop loop;
   set_up(loop);
-  for (uint64_t i = 0; i < 12; ++i) {
-    for (uint64_t piece = 1; piece <= 4; ++piece) {
-      loop.launch(50);
-      loop.now_ns += 10 * kMs;
-      loop.sync(piece == 4 ? 2 * kGiB : 2 * kGiB + piece * kGiB);
-    }
-  }
+  for (uint64_t i = 0; i < 12; ++i) step_synced_by_pieces(loop);
   REQUIRE(loop.estimate().source == gshare::shm::kIterationsFromSyncs);
   CHECK(iterations::between_iterations(loop.launches));  // the step's last sync
   loop.launch(1);
@@ -145,21 +152,8 @@ TEST_CASE("a job is between iterations from a step's last sync to its next launc
 }
 
 TEST_CASE("in a loop that never syncs, a job is between iterations where its next launch starts one") {
-  alignas(16) static char functions[30][16];
   Loop loop;
-  uint64_t next_tick_ns = loop.now_ns;
-  for (uint64_t i = 0; i < 150; ++i) {
-    loop.now_ns += 4 * kMs;
-    for (auto& function : functions) {
-      if (iterations::observing()) iterations::record_launch(function, loop.launches, loop.now_ns);
-      loop.launch(1);
-      loop.now_ns += 200'000;
-    }
-    if (loop.now_ns >= next_tick_ns) {
-      iterations::tick(loop.launches, loop.now_ns);
-      next_tick_ns = loop.now_ns + 50 * kMs;
-    }
-  }
+  run_steps_without_syncs(loop, 150);
   REQUIRE(loop.estimate().source == gshare::shm::kIterationsFromLaunches);
   CHECK(iterations::between_iterations(loop.launches));  // the next launch is a step's first
   loop.launch(1);
