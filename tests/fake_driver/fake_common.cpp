@@ -111,6 +111,16 @@ Config read_config() {
       c.alloc_us_per_gib = n;
     }
   }
+  if (const char* v = std::getenv("FAKE_CUDA_COPY_MBPS"); v != nullptr && *v) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n > 10'000'000 || v[0] == '-') {
+      warn_bad("FAKE_CUDA_COPY_MBPS", v, "an integer from 0 to 10000000");
+    } else {
+      c.copy_mb_per_s = n;
+    }
+  }
   return c;
 }
 

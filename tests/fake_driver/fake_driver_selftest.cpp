@@ -211,6 +211,34 @@ int child_init() {
   return 0;
 }
 
+// Times copies of 64 MiB between host and device, and one within the
+// device: "<HtoD ms> <DtoH ms> <async HtoD + sync ms> <DtoD ms>".
+int child_copy() {
+  if (cuInit(0) != CUDA_SUCCESS) return 2;
+  CUcontext ctx = nullptr;
+  if (cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+    return 3;
+  const size_t n = 64 * MiB;
+  std::vector<char> host(n, 7);
+  CUdeviceptr a = 0, b = 0;
+  if (cuMemAlloc(&a, n) != CUDA_SUCCESS || cuMemAlloc(&b, n) != CUDA_SUCCESS) return 4;
+  auto ms = [](uint64_t t0) { return double(now_ns() - t0) / 1e6; };
+  uint64_t t0 = now_ns();
+  if (cuMemcpyHtoD(a, host.data(), n) != CUDA_SUCCESS) return 5;
+  const double htod = ms(t0);
+  t0 = now_ns();
+  if (cuMemcpyDtoH(host.data(), a, n) != CUDA_SUCCESS) return 6;
+  const double dtoh = ms(t0);
+  t0 = now_ns();
+  if (cuMemcpyHtoDAsync(b, host.data(), n, nullptr) != CUDA_SUCCESS) return 7;
+  if (cuStreamSynchronize(nullptr) != CUDA_SUCCESS) return 8;
+  const double async = ms(t0);
+  t0 = now_ns();
+  if (cuMemcpyDtoD(b, a, n) != CUDA_SUCCESS) return 9;
+  std::printf("%.1f %.1f %.1f %.1f\n", htod, dtoh, async, ms(t0));
+  return 0;
+}
+
 int child_nvml() {
   if (nvmlInit_v2() != NVML_SUCCESS) return 2;
   nvmlDevice_t d = nullptr;
@@ -306,6 +334,16 @@ void test_config() {
         "0 " + std::to_string(8ULL << 30));
   CHECK(run_child({"init"}, "FAKE_CUDA_DIR", "/proc/nonexistent") ==
         std::to_string(CUDA_ERROR_OPERATING_SYSTEM) + " 0");
+  // Copies across the link take their bytes over FAKE_CUDA_COPY_MBPS: 64 MiB
+  // at 1000 MB/s is 67 ms; within the device they stay instant.
+  double htod = 0, dtoh = 0, async = 0, dtod = 0;
+  const std::string timed = run_child({"copy"}, "FAKE_CUDA_COPY_MBPS", "1000");
+  CHECK(std::sscanf(timed.c_str(), "%lf %lf %lf %lf", &htod, &dtoh, &async, &dtod) == 4);
+  CHECK(htod >= 66 && dtoh >= 66 && async >= 66);
+  CHECK(dtod < 30);
+  CHECK(std::sscanf(run_child({"copy"}, "FAKE_CUDA_COPY_MBPS", nullptr).c_str(), "%lf %lf %lf %lf",
+                    &htod, &dtoh, &async, &dtod) == 4);
+  CHECK(htod < 30 && dtoh < 30);
 }
 
 void test_devices() {
@@ -1200,6 +1238,7 @@ int main(int argc, char** argv) {
   }
   if (argc == 2 && std::strcmp(argv[1], "init") == 0) return child_init();
   if (argc == 2 && std::strcmp(argv[1], "nvml") == 0) return child_nvml();
+  if (argc == 2 && std::strcmp(argv[1], "copy") == 0) return child_copy();
 
   // A private device directory and seed: no other test shares these devices.
   char tmpl[] = "/tmp/fake-driver-selftest-XXXXXX";

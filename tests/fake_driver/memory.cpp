@@ -143,6 +143,19 @@ CopyCheck check_copy(uintptr_t dst, Side dst_side, uintptr_t src, Side src_side,
   return c;
 }
 
+// A copy between host and device memory takes n bytes over the link's
+// bandwidth (FAKE_CUDA_COPY_MBPS; 0: instant), as a GPU's copy engine does:
+// paging a job out and in must cost time for its overlap to be seen.
+void wait_out_copy(Side ds, Side ss, size_t n) {
+  const uint64_t mb_per_s = S().cfg.copy_mb_per_s;  // set at cuInit, read-only since
+  if (mb_per_s == 0 || n == 0) return;
+  const bool crosses = (ds == Side::kDevice && ss == Side::kHost) ||
+                       (ds == Side::kHost && ss == Side::kDevice);
+  if (!crosses) return;
+  std::this_thread::sleep_for(
+      std::chrono::nanoseconds(static_cast<uint64_t>(double(n) * 1e3 / double(mb_per_s))));
+}
+
 // Synchronous copy on the legacy default stream (waits for the context's
 // blocking streams) or the per-thread default stream (waits for it only).
 CUresult copy_sync(uintptr_t dst, Side ds, uintptr_t src, Side ss, size_t n, bool ptds) {
@@ -161,6 +174,7 @@ CUresult copy_sync(uintptr_t dst, Side ds, uintptr_t src, Side ss, size_t n, boo
   if (n != 0) {
     std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
   }
+  wait_out_copy(ds, ss, n);
   return CUDA_SUCCESS;
 }
 
@@ -170,8 +184,9 @@ CUresult copy_async(uintptr_t dst, Side ds, uintptr_t src, Side ss, size_t n, CU
   if (n == 0) return CUDA_SUCCESS;
   Work w;
   w.kind = Work::kCall;
-  w.call = [dst, src, n] {
+  w.call = [dst, src, n, ds, ss] {
     std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+    wait_out_copy(ds, ss, n);
   };
   return submit(c.stream, std::move(w));
 }
