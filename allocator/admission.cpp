@@ -7,6 +7,8 @@
 #include "allocator/devices.h"
 #include "allocator/framework_caches.h"
 #include "allocator/framework_classes.h"
+#include "allocator/movable_memory.h"
+#include "allocator/pager.h"
 #include "allocator/pools.h"
 #include "allocator/python_api.h"
 #include "base/driver_api.h"
@@ -251,6 +253,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
   bool waiting = false;
   bool turn_timed_out = false;
   Requests requests;
+  uint64_t page_outs_asked_at = 0, token_kept_since = 0;
   uint64_t now = 0;
   for (;;) {
     if (!take_turn(arbiter, kind, [&] { return started() + turn_wait_ns(); })) {
@@ -268,6 +271,18 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     // try again. Waiting for admission (others to shrink or leave), it does
     // not compete at all.
     const bool contends = result.status != ReserveStatus::kInadmissible;
+    // Under paging, jobs that are not running can make room: the holder
+    // asks them and waits for them with its token (allocator/pager.h), busy.
+    if (paging_enabled() && scheduler::holds_token(arbiter)) {
+      ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
+      if (keep_token_for_room(arbiter, &token_kept_since, now)) {
+        uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
+        me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
+        shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
+        me.gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
     if (scheduler::holds_token(arbiter) || !contends) scheduler::step_aside(arbiter, contends);
     // After stepping aside, whose own grant must not end the wait at once.
     uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
@@ -288,6 +303,8 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       me.blocked_by = uint32_t(blocker_of(r, arbiter.own_slot(), result) + 1);
     });
     if (contends) ask_for_releases_if_due(arbiter, requests, now);
+    // Under paging, jobs that are not running can make room by paging out.
+    ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
     answer_release_requests();
     if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
     if (contends) {
@@ -305,6 +322,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       result = arbiter.would_reserve(bytes, kind);
       now = mono_now_ns();
       if (!must_wait(result.status) || now >= deadline) break;
+      ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
       shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
     }
     if (now >= deadline && must_wait(result.status)) break;

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "allocator/devices.h"
+#include "allocator/movable_memory.h"
 #include "base/driver_api.h"
 #include "base/log.h"
 
@@ -44,6 +45,16 @@ bool process_bytes_from_nvml(const Device& device, uint64_t* bytes) {
 }  // namespace
 
 bool refresh_context_bytes(Device& device) {
+  // Mid page-out or page-in the driver's figure and gshare's disagree for a
+  // moment (physical memory made or gone, not yet counted): look later.
+  const bool paging = paging_enabled();
+  if (paging && !try_lock_movable_memory()) return false;
+  struct Unlock {
+    bool held;
+    ~Unlock() {
+      if (held) unlock_movable_memory();
+    }
+  } unlock{paging};
   uint64_t held = 0;
   if (!process_bytes_from_nvml(device, &held)) return false;
   uint64_t allocated = device.account.allocated_bytes();

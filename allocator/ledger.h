@@ -40,6 +40,13 @@ struct Allocation {
   AllocationKind kind = AllocationKind::kDevice;
   uint8_t released = 0;     // kPhysical: cuMemRelease was called
   uint32_t map_count = 0;   // kPhysical: live mappings of the handle
+  // kDevice under paging (allocator/movable_memory.h): `key` is reserved
+  // address space of `extent` bytes, backed by the physical `handle` while
+  // resident; paged out, its contents wait in `host_copy` (pinned, kept for
+  // the next page-out) and `handle` is 0.
+  uint8_t movable = 0;
+  uint8_t paged = 0;
+  uint64_t host_copy = 0;
 };
 
 class Ledger {

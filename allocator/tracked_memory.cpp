@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "allocator/pager.h"
 #include "allocator/pools.h"
 #include "base/driver_api.h"
 #include "base/log.h"
@@ -88,18 +89,31 @@ void release_entry(const Allocation& entry) {
     note_pool_block_freed(*device);
     return;
   }
+  if (entry.movable) {
+    note_paged_entry_freed(*device, entry);
+    // Paged out, its bytes already left the arbiter.
+    if (entry.paged) {
+      device->account.release(0, 1);
+      return;
+    }
+  }
   device->account.release(entry.bytes, 1, class_of(entry));
 }
 
 void forget_context_allocations(CUcontext context) {
   if (!context) return;
   uint64_t key = reinterpret_cast<uint64_t>(context);
+  // Movable memory belongs to no context: gshare frees it itself.
+  MovableMemoryLock lock(paging_enabled());
   size_t forgotten = ledger().drain_if(
       [key](const Allocation& a) {
         return a.context == key && a.kind != AllocationKind::kPhysical &&
                a.kind != AllocationKind::kMapping;
       },
-      [](const Allocation& a) { release_entry(a); });
+      [](const Allocation& a) {
+        if (a.movable) free_movable(a);
+        release_entry(a);
+      });
   if (forgotten > 0) GSHARE_INFO("context %p destroyed with %zu live allocations", context, forgotten);
   forget_context_pools(context);
 }

@@ -20,6 +20,7 @@
 #include "allocator/classifier.h"
 #include "allocator/devices.h"
 #include "allocator/ledger.h"
+#include "allocator/movable_memory.h"
 #include "shm/arbiter.h"
 
 namespace gshare::allocator {
@@ -113,11 +114,14 @@ void release_entry(const Allocation& entry);
 // driver frees, so that no other thread can be handed the same address and
 // record it while the old entry still stands; it is put back if the driver
 // refuses the free.
+// Under paging, movable allocations (allocator/movable_memory.h) are freed
+// gshare's way, with the pager kept out meanwhile.
 template <class Call>
 CUresult free_tracked(uint64_t pointer, Call&& call) {
+  MovableMemoryLock lock(paging_enabled());
   Allocation entry;
   if (!ledger().remove(AllocationKind::kDevice, pointer, &entry)) return call();
-  CUresult result = call();
+  CUresult result = entry.movable ? free_movable(entry) : call();
   if (result != CUDA_SUCCESS) {
     ledger().insert(entry);
     return result;

@@ -44,6 +44,22 @@ void fill_driver() {
   look_up(h, &g_api.event_synchronize, "cuEventSynchronize");
   look_up(h, &g_api.event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
   look_up(h, &g_api.stream_is_capturing, "cuStreamIsCapturing");
+  look_up(h, &g_api.mem_get_allocation_granularity, "cuMemGetAllocationGranularity");
+  look_up(h, &g_api.mem_address_reserve, "cuMemAddressReserve");
+  look_up(h, &g_api.mem_address_free, "cuMemAddressFree");
+  look_up(h, &g_api.mem_create, "cuMemCreate");
+  look_up(h, &g_api.mem_release, "cuMemRelease");
+  look_up(h, &g_api.mem_map, "cuMemMap");
+  look_up(h, &g_api.mem_unmap, "cuMemUnmap");
+  look_up(h, &g_api.mem_set_access, "cuMemSetAccess");
+  look_up(h, &g_api.mem_host_alloc, "cuMemHostAlloc");
+  look_up(h, &g_api.mem_free_host, "cuMemFreeHost");
+  look_up(h, &g_api.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
+  look_up(h, &g_api.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
+  look_up(h, &g_api.stream_create, "cuStreamCreate");
+  look_up(h, &g_api.stream_destroy, "cuStreamDestroy_v2", "cuStreamDestroy");
+  look_up(h, &g_api.ctx_push_current, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+  look_up(h, &g_api.ctx_pop_current, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
 }
 
 void fill_nvml() {

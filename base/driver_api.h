@@ -32,6 +32,28 @@ struct DriverApi {
   CUresult (*event_synchronize)(CUevent);
   CUresult (*event_destroy)(CUevent);
 
+  // Paging (allocator/movable_memory.h, allocator/pager.h): movable
+  // allocations are reserved address space backed by physical memory that
+  // comes and goes, copied through pinned host memory on a stream of its own.
+  CUresult (*mem_get_allocation_granularity)(size_t*, const CUmemAllocationProp*,
+                                             CUmemAllocationGranularity_flags);
+  CUresult (*mem_address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*mem_address_free)(CUdeviceptr, size_t);
+  CUresult (*mem_create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                         unsigned long long);
+  CUresult (*mem_release)(CUmemGenericAllocationHandle);
+  CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                      unsigned long long);
+  CUresult (*mem_unmap)(CUdeviceptr, size_t);
+  CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
+  CUresult (*mem_host_alloc)(void**, size_t, unsigned int);
+  CUresult (*mem_free_host)(void*);
+  CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*stream_create)(CUstream*, unsigned int);
+  CUresult (*stream_destroy)(CUstream);
+  CUresult (*ctx_push_current)(CUcontext);
+  CUresult (*ctx_pop_current)(CUcontext*);
   // NVML, loaded by gshare itself when first needed (load_nvml_for_gshare).
   nvml::Return (*nvml_init)();
   nvml::Return (*nvml_device_get_handle_by_uuid)(const char*, nvml::Device*);

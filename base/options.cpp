@@ -128,6 +128,14 @@ bool parse_expected_iters(const char* v, Options* o) {
   return true;
 }
 
+bool parse_paging(const char* v, Options* o) { return parse_bool(v, &o->paging); }
+bool parse_host_mem_limit(const char* v, Options* o) {
+  SizeSpec size;
+  if (!parse_size(v, &size) || size.kind != SizeSpec::kBytes || size.bytes == 0) return false;
+  o->host_mem_limit_bytes = size.bytes;
+  return true;
+}
+
 bool parse_handover(const char* v, Options* o) {
   if (strcasecmp(v, "strict") == 0) return o->strict_handover = true, true;
   if (strcasecmp(v, "overlap") == 0) return o->strict_handover = false, true;
@@ -202,6 +210,13 @@ const OptionRow kOptions[] = {
       "memory held by others) before it gets CUDA_ERROR_OUT_OF_MEMORY with what still failed; "
       "0: memory waits answer at once, the turn still waits up to 600 s"},
      "a number of seconds from 0 to 10000000", parse_admit_timeout},
+    {{"GSHARE_PAGING", "bool", "off",
+      "on: this job's device memory may be copied to host memory while it is switched out, "
+      "so that jobs whose memory together exceeds the GPU still share it"},
+     kBoolForms, parse_paging},
+    {{"GSHARE_HOST_MEM_LIMIT", "size", "half of the host's memory",
+      "how much host memory the jobs paged out of one GPU may hold together"},
+     "a byte count or a size with a unit (64GiB), not a percentage", parse_host_mem_limit},
 };
 
 OptionInfo g_infos[sizeof kOptions / sizeof kOptions[0]];

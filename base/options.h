@@ -57,6 +57,9 @@ struct Options {
   double slice_max_ms = 200;
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
+  // Paging to host memory (allocator/pager.h).
+  bool paging = false;
+  uint64_t host_mem_limit_bytes = 0;  // 0: half of the host's memory
   // Unknown GSHARE_* names that are no typo of a known one, ignored after
   // one warning: how many, and their list (escaped, comma-separated, "…"
   // when it does not fit).

@@ -12,6 +12,19 @@ namespace gshare::tunables {
 inline constexpr uint64_t kPollNs = 50'000'000;          // re-check at least this often
 inline constexpr uint64_t kAskAgainNs = 1'000'000'000;   // repeat release requests while short
 
+// --- Paging to host memory (allocator/pager.cpp) ---
+// How long a page-out waits for the device calls already inside the driver
+// (enqueues, and synchronous copies waiting for the job's own work).
+inline constexpr uint64_t kDrainWaitNs = 2'000'000'000;
+// The pager thread's longest sleep between looks at its requests.
+inline constexpr uint64_t kPagerPollNs = 100'000'000;
+// How often a job still short of room asks again: a job asked may have
+// declined (it took a token meanwhile) or not held enough.
+inline constexpr uint64_t kAskPageOutAgainNs = 100'000'000;
+// How long a job waiting for room keeps its token with no page-out under
+// way for it, before it hands the token on.
+inline constexpr uint64_t kPageInHoldNs = 1'000'000'000;
+
 // --- Classification into P and E (allocator/classifier.cpp) ---
 // Below this no allocation site is taken: small buffers hardly move P or
 // E, and they are classified by age alone (a site costs tens of

@@ -5,6 +5,33 @@
 // GSHARE_HOOK.
 #pragma once
 
+// Copies and memsets: under paging they pass the pager's gate
+// (allocator/pager.h), like launches.
+#define GSHARE_DEVICE_WORK_HOOKS(X) \
+  X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds) X(cuMemcpyHtoDAsync_v2)         \
+  X(cuMemcpyHtoDAsync_v2_ptsz) X(cuMemcpyDtoHAsync_v2)                       \
+  X(cuMemcpyDtoHAsync_v2_ptsz) X(cuMemcpyDtoD_v2) X(cuMemcpyDtoD_v2_ptds)    \
+  X(cuMemcpyDtoDAsync_v2) X(cuMemcpyDtoDAsync_v2_ptsz) X(cuMemcpy)           \
+  X(cuMemcpy_ptds) X(cuMemcpyAsync) X(cuMemcpyAsync_ptsz) X(cuMemcpyPeer)    \
+  X(cuMemcpyPeer_ptds) X(cuMemcpyPeerAsync) X(cuMemcpyPeerAsync_ptsz)        \
+  X(cuMemcpyDtoA_v2) X(cuMemcpyDtoA_v2_ptds) X(cuMemcpyAtoD_v2)              \
+  X(cuMemcpyAtoD_v2_ptds) X(cuMemcpy2D_v2) X(cuMemcpy2D_v2_ptds)             \
+  X(cuMemcpy2DUnaligned_v2) X(cuMemcpy2DUnaligned_v2_ptds)                   \
+  X(cuMemcpy2DAsync_v2) X(cuMemcpy2DAsync_v2_ptsz) X(cuMemcpy3D_v2)          \
+  X(cuMemcpy3D_v2_ptds) X(cuMemcpy3DAsync_v2) X(cuMemcpy3DAsync_v2_ptsz)     \
+  X(cuMemcpy3DPeer) X(cuMemcpy3DPeer_ptds) X(cuMemcpy3DPeerAsync)            \
+  X(cuMemcpy3DPeerAsync_ptsz) X(cuMemcpyBatchAsync_v2)                       \
+  X(cuMemcpyBatchAsync_v2_ptsz) X(cuMemcpy3DBatchAsync_v2)                   \
+  X(cuMemcpy3DBatchAsync_v2_ptsz) X(cuMemsetD8_v2) X(cuMemsetD8_v2_ptds)     \
+  X(cuMemsetD8Async) X(cuMemsetD8Async_ptsz) X(cuMemsetD2D8_v2)              \
+  X(cuMemsetD2D8_v2_ptds) X(cuMemsetD2D8Async) X(cuMemsetD2D8Async_ptsz)     \
+  X(cuMemsetD16_v2) X(cuMemsetD16_v2_ptds) X(cuMemsetD16Async)               \
+  X(cuMemsetD16Async_ptsz) X(cuMemsetD2D16_v2) X(cuMemsetD2D16_v2_ptds)      \
+  X(cuMemsetD2D16Async) X(cuMemsetD2D16Async_ptsz) X(cuMemsetD32_v2)         \
+  X(cuMemsetD32_v2_ptds) X(cuMemsetD32Async) X(cuMemsetD32Async_ptsz)        \
+  X(cuMemsetD2D32_v2) X(cuMemsetD2D32_v2_ptds) X(cuMemsetD2D32Async)         \
+  X(cuMemsetD2D32Async_ptsz)
+
 #define GSHARE_CUDA_HOOKS(X)                                                  \
   /* initialisation and lookup */                                             \
   X(cuInit) X(cuGetProcAddress) X(cuGetProcAddress_v2)                        \
@@ -35,6 +62,7 @@
   X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)                        \
   X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz)                  \
   X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)          \
-  X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)
+  X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz) \
+  GSHARE_DEVICE_WORK_HOOKS(X)
 
 #define GSHARE_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)

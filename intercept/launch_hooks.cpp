@@ -19,6 +19,7 @@ using namespace gshare::intercept;
   [[gnu::noinline, gnu::cold]] CUresult name##_slow params {                             \
     if (!hooks_active()) return REAL(name) args;                                          \
     runtime::LaunchTicket ticket = runtime::before_launch_slow(stream, what);         \
+    if (ticket.refused != CUDA_SUCCESS) return ticket.refused;                            \
     CUresult result = REAL(name) args;                                                    \
     runtime::after_launch_slow(ticket, stream, result);                                 \
     return result;                                                                        \

@@ -38,6 +38,13 @@ CUresult allocate(AllocationKind kind, const char* name, uint64_t bytes, Call&& 
 GSHARE_HOOK(CUresult, cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize)) {
   if (!hooks_active() || !dptr) return REAL(cuMemAlloc_v2)(dptr, bytesize);
   HookScope scope;
+  if (allocator::paging_enabled()) {
+    allocator::Device* device = allocator::current_device();
+    if (uint64_t size = device ? allocator::movable_size(*device, bytesize) : 0) {
+      runtime::MemoryCallTime timing;
+      return note_allocation(allocator::allocate_movable_tracked(*device, size, dptr));
+    }
+  }
   return allocate(AllocationKind::kDevice, "cuMemAlloc", bytesize, [&](uint64_t* key) {
     CUresult r = REAL(cuMemAlloc_v2)(dptr, bytesize);
     *key = *dptr;

@@ -4,6 +4,8 @@
 
 #include "allocator/admission.h"
 #include "allocator/devices.h"
+#include "allocator/movable_memory.h"
+#include "allocator/pager.h"
 #include "allocator/python_api.h"
 #include "allocator/tracked_memory.h"
 #include "base/driver_api.h"
@@ -29,6 +31,7 @@ void after_fork_in_child() {
   allocator::forget_devices_after_fork();
   allocator::forget_classes_after_fork();
   runtime::forget_upkeep_after_fork();
+  allocator::forget_pager_after_fork();
   runtime::forget_launch_state_after_fork();
 }
 
@@ -76,6 +79,8 @@ void start_once() {
   }
   allocator::configure_devices(g_options, runtime::start_upkeep);
   allocator::configure_admission(g_options);
+  allocator::configure_movable_memory(g_options);
+  allocator::configure_pager(g_options);
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
   g_start_result = StartResult::kReady;
 }

@@ -2,6 +2,8 @@
 // is where freed pool memory is re-measured and where iteration boundaries
 // show (scheduler/iterations.h).
 #include "intercept/interception.h"
+#include "allocator/movable_memory.h"
+#include "allocator/pager.h"
 #include "runtime/launch_gate.h"
 
 using namespace gshare;
@@ -16,6 +18,22 @@ CUresult host_sync(Call&& call) {
   bool ends_iteration = runtime::before_host_sync();
   CUresult result = call();
   runtime::after_host_sync(ends_iteration);
+  return result;
+}
+
+// A synchronous copy also touches device memory: under paging it passes
+// the pager's gate (allocator/pager.h) before it starts waiting.
+template <class Call>
+CUresult host_copy(Call&& call) {
+  if (!hooks_active() || !allocator::paging_enabled()) return host_sync(call);
+  allocator::DeviceWork work;
+  {
+    HookScope scope;
+    work = allocator::begin_device_work();
+  }
+  if (!work.entered) return work.result;
+  CUresult result = host_sync(call);
+  allocator::end_device_work(work);
   return result;
 }
 
@@ -44,13 +62,13 @@ GSHARE_HOOK(CUresult, cuCtxSynchronize_v2, (CUcontext context)) {
 // A synchronous copy to the host waits for the stream's work before it:
 // the other way a loop reads its loss (a plain cudaMemcpy of a scalar).
 GSHARE_HOOK(CUresult, cuMemcpyDtoH, (void* host, CUdeviceptr_v1 device, unsigned int bytes)) {
-  return host_sync([&] { return REAL(cuMemcpyDtoH)(host, device, bytes); });
+  return host_copy([&] { return REAL(cuMemcpyDtoH)(host, device, bytes); });
 }
 GSHARE_HOOK(CUresult, cuMemcpyDtoH_v2, (void* host, CUdeviceptr device, size_t bytes)) {
-  return host_sync([&] { return REAL(cuMemcpyDtoH_v2)(host, device, bytes); });
+  return host_copy([&] { return REAL(cuMemcpyDtoH_v2)(host, device, bytes); });
 }
 GSHARE_HOOK(CUresult, cuMemcpyDtoH_v2_ptds, (void* host, CUdeviceptr device, size_t bytes)) {
-  return host_sync([&] { return REAL(cuMemcpyDtoH_v2_ptds)(host, device, bytes); });
+  return host_copy([&] { return REAL(cuMemcpyDtoH_v2_ptds)(host, device, bytes); });
 }
 GSHARE_HOOK(CUresult, cuEventSynchronize, (CUevent event)) {
   return host_sync([&] { return REAL(cuEventSynchronize)(event); });

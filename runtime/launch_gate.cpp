@@ -6,6 +6,7 @@
 #include "allocator/classifier.h"
 #include "allocator/framework_classes.h"
 #include "allocator/framework_counts.h"
+#include "allocator/movable_memory.h"
 #include "allocator/pools.h"
 #include "base/driver_api.h"
 #include "base/tunables.h"
@@ -140,12 +141,29 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
   if (!slot) return ticket;  // alone on the GPU (see allocator/device_account.h)
   shm::Arbiter& arbiter = device->account.arbiter();
   uint32_t gate;
+  // Under paging the job's memory must be on the GPU before it launches:
+  // paging in comes after the token (the job comes back in its turn) and
+  // before the switch's first launch, whose cost then includes it, so that
+  // the policy lengthens the job's turns by it. No wait for the token or
+  // hand-over happens inside the pager's gate.
+  auto leave_gate = [&] {
+    allocator::end_device_work(ticket.work);
+    ticket.work = {};
+  };
   for (;;) {
     gate = slot->gate.load(std::memory_order_acquire);
     if (!(gate & shm::kGateOpen)) {
+      leave_gate();
       wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
+      leave_gate();
       hand_over(arbiter, slot);
+    } else if (allocator::paging_enabled() && !ticket.work.entered) {
+      ticket.work = allocator::begin_device_work();
+      if (!ticket.work.entered) {
+        ticket.refused = ticket.work.result;
+        return ticket;
+      }
     } else if (gate & shm::kGateFirstLaunch) {
       // The first launch since a switch made this job the holder: the
       // switch's cost ends here (scheduler/token.h). Then the gate is read
@@ -165,6 +183,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
 }
 
 void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult result) {
+  allocator::end_device_work(ticket.work);
   if (ticket.bounded && result == CUDA_SUCCESS) note_in_flight(stream);
 }
 

@@ -19,6 +19,7 @@
 #include <atomic>
 
 #include "allocator/devices.h"
+#include "allocator/pager.h"
 #include "scheduler/launch_detours.h"
 
 namespace gshare::runtime {
@@ -41,6 +42,10 @@ inline bool launch_fast_path() {
 // What the slow path must do after the driver call.
 struct LaunchTicket {
   bool bounded = false;  // record an event: priority's bound on in-flight work
+  allocator::DeviceWork work;  // the pager's gate (allocator/pager.h)
+  // Not CUDA_SUCCESS: the launch must not be made (its memory could not be
+  // paged back in), and the hook returns this.
+  CUresult refused = CUDA_SUCCESS;
 };
 
 // Waits for the token, ends the slice at an iteration boundary, counts the

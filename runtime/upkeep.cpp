@@ -9,6 +9,7 @@
 
 #include "allocator/context_memory.h"
 #include "allocator/devices.h"
+#include "allocator/pager.h"
 #include "allocator/pools.h"
 #include "base/log.h"
 #include "base/tunables.h"
@@ -57,6 +58,7 @@ void* upkeep_loop(void*) {
 }  // namespace
 
 void start_upkeep() {
+  allocator::start_pager();  // with paging on: answers page-out requests
   if (g_started.exchange(true)) return;
   pthread_attr_t attr;
   pthread_attr_init(&attr);

@@ -113,12 +113,6 @@ static void drop_token_locked(RegionHeader& h, Slot& s, int index) {
   if (held) wake_waiters(h);
 }
 
-// Whether slot `index` holds any token.
-static bool holds_a_token(const RegionHeader& h, uint32_t index) {
-  for (const Token& token : h.tokens)
-    if (token.holder == index + 1) return true;
-  return false;
-}
 
 bool Arbiter::slot_is_live(int index) const {
   if (index < 0 || index >= int(kMaxSlots)) return false;
@@ -521,7 +515,7 @@ void Arbiter::repair_locked() {
       continue;
     }
     // Only a holder's gate may be open; a garbage job state reads as idle.
-    bool holder = holds_a_token(h, i);
+    bool holder = holds_any_token(h, i);
     if (!holder) s.gate.store(kGateClosed, std::memory_order_relaxed);
     if (s.job_state > kJobRunning || (s.job_state == kJobRunning && !holder))
       s.job_state = kJobIdle;

@@ -20,6 +20,18 @@ int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e,
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
     if (s.state != kSlotLive) continue;
+    // A job paged out to host memory (allocator/pager.h) shares nothing
+    // while it is out: it counts with what it still holds on the GPU, and
+    // is admitted again, P and E, when it comes back.
+    if (s.residency == kPagedOut && int(i) != own) {
+      rules::LaneJob& j = jobs[n++];
+      j.id = int(i);
+      j.persistent = s.reserved_bytes;
+      j.ephemeral = 0;
+      j.lane = s.lane < kMaxLanes ? int(s.lane) : rules::kNoLane;
+      j.provisional = false;
+      continue;
+    }
     rules::LaneJob& j = jobs[n++];
     j.id = int(i);
     j.persistent = int(i) == own ? own_p : persistent_of(s);

@@ -43,7 +43,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -103,7 +103,7 @@ enum AdmissionState : uint32_t {
 // read as zero). gshare-top's "share of GPU time".
 inline constexpr int kShareSeconds = 10;
 
-// One process on one GPU. 576 bytes: the owner-written counters and the gate
+// One process on one GPU. 704 bytes: the owner-written counters and the gate
 // sit on their own cache line, so launches never share a line with fields
 // that other processes write under the lock; the switch figures, written
 // once per switch, have the last line.
@@ -199,8 +199,35 @@ struct alignas(64) Slot {
   uint64_t admission_timeouts;  // allocations that gave up waiting (GSHARE_ADMIT_TIMEOUT_S)
   uint64_t lane_holder_since_mono_ns;  // holds its lane's ephemeral space since (shm/arbiter.h); 0: not
   uint64_t padding3[1];
+
+  // --- paging to host memory (allocator/pager.h): written under the lock,
+  // except movable_bytes (owner, no lock: a hint for whoever asks for room) ---
+  alignas(64) uint64_t paged_out_bytes;  // device bytes now in host memory; not in reserved_bytes
+  uint64_t host_paging_bytes;  // pinned host memory this job holds for paging
+  uint64_t movable_bytes;      // resident bytes that could be paged out
+  uint64_t page_outs;          // page-outs completed
+  uint64_t page_ins;           // page-ins completed
+  uint64_t paging_ns;          // time spent paging, both ways
+  uint32_t residency;          // Residency
+  uint32_t page_out_requests;  // bumped by a job that needs the room this one's memory takes
+  uint32_t page_out_acks;      // requests answered (owner)
+  uint32_t padding4;
+  // --- owner, no lock: when a thread last began device work (a launch, a
+  // copy, a memset) under paging; a job that hands its token over may go on
+  // copying for a while, and is not paged out meanwhile ---
+  alignas(64) std::atomic<uint64_t> last_device_work_mono_ns;
+  uint64_t padding5[7];
 };
-static_assert(sizeof(Slot) == 576, "Slot layout changed: bump kLayoutVersion");
+static_assert(sizeof(Slot) == 704, "Slot layout changed: bump kLayoutVersion");
+
+// Where a job's movable memory is (allocator/pager.h). Only a resident job
+// launches; a job being paged in holds its memory again but not yet its data.
+enum Residency : uint32_t {
+  kResident = 0,
+  kPagingOut = 1,
+  kPagedOut = 2,
+  kPagingIn = 3,
+};
 
 // A job's memory classes, from its slot (allocator/classifier.h):
 // P, what stays resident across iterations;

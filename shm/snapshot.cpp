@@ -97,6 +97,13 @@ void copy_memory_classes(const Slot& s, uint64_t now_mono_ns, ProcessSnapshot* p
   p->blocked_by_slot = s.admission != kAdmitted && s.blocked_by >= 1 && s.blocked_by <= kMaxSlots
                            ? int32_t(s.blocked_by - 1) : -1;
   p->released_bytes = s.released_bytes;
+  static const char* const kResidency[] = {"resident", "paging out", "paged out", "paging in"};
+  p->residency = s.residency < 4 ? kResidency[s.residency] : "unknown";
+  p->paged_out_bytes = s.paged_out_bytes;
+  p->host_paging_bytes = s.host_paging_bytes;
+  p->page_outs = s.page_outs;
+  p->page_ins = s.page_ins;
+  p->paging_ns = s.paging_ns;
 }
 
 // Lanes and the condition's sum, recomputed over the live processes only.

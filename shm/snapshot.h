@@ -76,6 +76,13 @@ struct ProcessSnapshot {
   int32_t blocked_by_pid = -1;     // while waiting: the job holding what it waits for; -1: none known
   int32_t blocked_by_slot = -1;
   uint64_t released_bytes = 0;     // cached bytes given back on request
+  // Paging to host memory (allocator/pager.h).
+  std::string residency;           // "resident", "paging out", "paged out", "paging in"
+  uint64_t paged_out_bytes = 0;    // device bytes now in host memory
+  uint64_t host_paging_bytes = 0;  // pinned host memory held for paging
+  uint64_t page_outs = 0;
+  uint64_t page_ins = 0;
+  uint64_t paging_ns = 0;          // time spent paging, both ways
 };
 
 // One lane: the jobs that take turns with one ephemeral space.

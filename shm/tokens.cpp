@@ -30,4 +30,10 @@ void forget_gone_holder_locked(Token& token) {
   token.slice_end_mono_ns = 0;
 }
 
+bool holds_any_token(const RegionHeader& h, uint32_t index) {
+  for (const Token& token : h.tokens)
+    if (token.holder == index + 1) return true;
+  return false;
+}
+
 }  // namespace gshare::shm

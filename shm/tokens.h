@@ -26,4 +26,7 @@ void take_token_locked(Region& r, int k, int slot, JobState after, uint64_t now)
 // Whoever waits decides again.
 void forget_gone_holder_locked(Token& token);
 
+// Whether slot `index` holds any of the GPU's tokens.
+bool holds_any_token(const RegionHeader& h, uint32_t index);
+
 }  // namespace gshare::shm

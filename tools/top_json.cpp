@@ -102,6 +102,12 @@ Json process_json(const ProcessView& row) {
       {"admission_timeouts", p.admission_timeouts},
       {"blocked_by_pid", p.blocked_by_pid >= 0 ? Json(p.blocked_by_pid) : Json(nullptr)},
       {"released_bytes", p.released_bytes},
+      {"residency", p.residency},
+      {"paged_out_bytes", p.paged_out_bytes},
+      {"host_paging_bytes", p.host_paging_bytes},
+      {"page_outs", p.page_outs},
+      {"page_ins", p.page_ins},
+      {"paging_ms", milliseconds(p.paging_ns)},
       {"slot", p.slot},
       {"generation", p.generation},
   };

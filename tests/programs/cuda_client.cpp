@@ -44,6 +44,15 @@
 //       cuMemFreeAsync), which keeps all it frees (a release threshold of
 //       UINT64_MAX, as PyTorch's cudaMallocAsync backend sets). Replies
 //       "memtrain ok ITERATIONS ELAPSED_MS", or "memtrain err CODE at I".
+//   pagetrain ITERS P PIECES KERNELS MICROS GAP_MS   a job whose memory
+//       may be paged out while it waits: allocates P in PIECES equal
+//       allocations, fills piece k with the 32-bit word pid * 64 + k, then
+//       each iteration launches KERNELS spin kernels of MICROS, syncs,
+//       checks the first, middle and last word of every piece, and spends
+//       GAP_MS on the host. At the end it checks every word and frees.
+//       Replies "pagetrain ok ITERATIONS ELAPSED_MS", "pagetrain bad PIECE
+//       OFFSET GOT WANT at I" (data lost or mixed up), or "pagetrain err
+//       CODE at I".
 //   probe COUNT MICROS PERIOD_MS   a latency-critical loop: COUNT times, one
 //       kernel of MICROS and a sync, PERIOD_MS apart. Replies
 //       "probe ok MEDIAN_US MAX_US" (launch to sync return).
@@ -106,6 +115,7 @@ struct Api {
                             unsigned, CUstream, void**, void**);
   CUresult (*ctx_synchronize)();
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t);
+  CUresult (*memset_d32)(CUdeviceptr, unsigned int, size_t);
 };
 
 Api g_api;
@@ -157,6 +167,7 @@ void from_dlsym(Fn* slot, const char* abi_name) {
   X(device_get_mem_pool, "cuDeviceGetMemPool", "cuDeviceGetMemPool") \
   X(mem_pool_trim_to, "cuMemPoolTrimTo", "cuMemPoolTrimTo")        \
   X(mem_pool_set_attribute, "cuMemPoolSetAttribute", "cuMemPoolSetAttribute") \
+  X(memset_d32, "cuMemsetD32", "cuMemsetD32_v2")                   \
   X(mem_create, "cuMemCreate", "cuMemCreate")                      \
   X(mem_release, "cuMemRelease", "cuMemRelease")                   \
   X(mem_address_reserve, "cuMemAddressReserve", "cuMemAddressReserve") \
@@ -473,6 +484,71 @@ std::string run(const std::vector<std::string>& a) {
     g_last_iterations.next(seconds_now());
     g_api.mem_free(weights);
     out << "memtrain ok " << iterations << " " << long((seconds_now() - start) * 1000);
+  } else if (cmd == "pagetrain") {
+    double start = seconds_now();
+    long iterations = std::stol(a.at(1));
+    uint64_t total = parse_size(a.at(2));
+    int count = std::max(1, std::stoi(a.at(3)));
+    int kernels = std::stoi(a.at(4));
+    unsigned long long ns = std::stoull(a.at(5)) * 1000ull;
+    long gap_ms = std::stol(a.at(6));
+    void* params[] = {&ns};
+    const uint64_t piece = total / uint64_t(count) / 4 * 4;
+    std::vector<CUdeviceptr> pieces(size_t(count), 0);
+    auto want = [](int k) { return uint32_t(getpid()) * 64u + uint32_t(k); };
+    auto fail = [&](const std::string& what, long at) {
+      for (CUdeviceptr p : pieces)
+        if (p) g_api.mem_free(p);
+      out << "pagetrain " << what << " at " << at;
+      return out.str();
+    };
+    for (int k = 0; k < count; ++k) {
+      CUresult r = g_api.mem_alloc(&pieces[k], piece);
+      if (r == CUDA_SUCCESS) r = g_api.memset_d32(pieces[k], want(k), piece / 4);
+      if (r != CUDA_SUCCESS) return fail("err " + std::to_string(int(r)), -1);
+    }
+    // Checks words of piece k at `offsets` (in words); "" if all are right.
+    auto check = [&](int k, const std::vector<uint64_t>& offsets) -> std::string {
+      for (uint64_t w : offsets) {
+        uint32_t got = 0;
+        CUresult r = g_api.memcpy_dtoh(&got, pieces[k] + w * 4, 4);
+        if (r != CUDA_SUCCESS) return "err " + std::to_string(int(r));
+        if (got != want(k))
+          return "bad " + std::to_string(k) + " " + std::to_string(w) + " " + std::to_string(got) +
+                 " " + std::to_string(want(k));
+      }
+      return "";
+    };
+    const uint64_t words = piece / 4;
+    for (long i = 0; i < iterations; ++i) {
+      CUresult r = CUDA_SUCCESS;
+      for (int k = 0; k < kernels && r == CUDA_SUCCESS; ++k)
+        r = g_api.launch_kernel(spin_function(k), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
+      if (r == CUDA_SUCCESS) r = g_api.ctx_synchronize();
+      if (r != CUDA_SUCCESS) return fail("err " + std::to_string(int(r)), i);
+      for (int k = 0; k < count; ++k)
+        if (std::string bad = check(k, {0, words / 2, words - 1}); !bad.empty()) return fail(bad, i);
+      if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+    }
+    // Every word, 1 MiB at a time.
+    std::vector<uint32_t> buffer(1 << 18);
+    for (int k = 0; k < count; ++k) {
+      for (uint64_t w = 0; w < words; w += buffer.size()) {
+        uint64_t n = std::min<uint64_t>(buffer.size(), words - w);
+        CUresult r = g_api.memcpy_dtoh(buffer.data(), pieces[k] + w * 4, n * 4);
+        if (r != CUDA_SUCCESS) return fail("err " + std::to_string(int(r)), iterations);
+        for (uint64_t j = 0; j < n; ++j)
+          if (buffer[j] != want(k))
+            return fail("bad " + std::to_string(k) + " " + std::to_string(w + j) + " " +
+                            std::to_string(buffer[j]) + " " + std::to_string(want(k)),
+                        iterations);
+      }
+    }
+    for (CUdeviceptr& p : pieces) {
+      g_api.mem_free(p);
+      p = 0;
+    }
+    out << "pagetrain ok " << iterations << " " << long((seconds_now() - start) * 1000);
   } else if (cmd == "probe") {
     int count = std::stoi(a.at(1));
     unsigned long long ns = std::stoull(a.at(2)) * 1000ull;

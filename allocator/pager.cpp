@@ -1,0 +1,644 @@
+#include "allocator/pager.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "allocator/admission.h"
+#include "allocator/classifier.h"
+#include "allocator/devices.h"
+#include "allocator/movable_memory.h"
+#include "allocator/tracked_memory.h"
+#include "base/clock.h"
+#include "base/driver_api.h"
+#include "base/log.h"
+#include "base/saturating.h"
+#include "base/tunables.h"
+#include "scheduler/launch_detours.h"
+#include "scheduler/token.h"
+#include "shm/futex.h"
+#include "shm/tokens.h"
+
+namespace gshare::allocator {
+
+using shm::Arbiter;
+using shm::MemoryClass;
+using shm::Region;
+using shm::Slot;
+
+namespace {
+
+constexpr double MiB = 1024.0 * 1024.0;
+using tunables::kAskPageOutAgainNs;
+using tunables::kDrainWaitNs;
+using tunables::kPageInHoldNs;
+using tunables::kPagerPollNs;
+using tunables::kPollNs;
+// Ledger marks (Allocation::paged): paged out, and as which class its
+// bytes left the arbiter, so that they come back as the same class.
+constexpr uint8_t kPagedEphemeral = 1;
+constexpr uint8_t kPagedPersistent = 2;
+
+uint64_t g_host_limit = 0;                // set at cuInit
+uint64_t g_wait_ns = 600'000'000'000;     // GSHARE_ADMIT_TIMEOUT_S: a page-in's longest wait
+std::atomic<uint64_t> g_paged_devices{0};  // bit d: device d has memory off the GPU
+std::atomic<int64_t> g_in_flight{0};       // threads inside guarded driver calls
+std::atomic<bool> g_pager_started{false};
+std::atomic<bool> g_told_host_limit{false};
+
+uint64_t bit_of(int device) { return device >= 0 && device < 64 ? uint64_t(1) << device : 0; }
+
+// The movable allocations of one device, copied out of the ledger so that
+// the copies run without its lock. mmap'd: hooks never call malloc.
+struct Range {
+  uint64_t pointer, size, handle, host, context;
+  uint8_t paged, persistent;
+};
+class Ranges {
+ public:
+  explicit Ranges(size_t capacity) : capacity_(capacity) {
+    if (capacity_ == 0) return;
+    void* p = mmap(nullptr, capacity_ * sizeof(Range), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) items_ = static_cast<Range*>(p);
+  }
+  ~Ranges() {
+    if (items_) munmap(items_, capacity_ * sizeof(Range));
+  }
+  Ranges(const Ranges&) = delete;
+  Ranges& operator=(const Ranges&) = delete;
+  bool ok() const { return capacity_ == 0 || items_ != nullptr; }
+  void add(const Range& r) {
+    if (items_ && count_ < capacity_) items_[count_++] = r;
+  }
+  size_t size() const { return count_; }
+  Range& operator[](size_t i) { return items_[i]; }
+
+ private:
+  Range* items_ = nullptr;
+  size_t capacity_ = 0, count_ = 0;
+};
+
+// The device's movable allocations that are resident (`paged` false) or
+// paged out (`paged` true). Call with the movable-memory lock held.
+void collect(int device, bool paged, Ranges* out) {
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device) return;
+    if ((a.paged != 0) != paged) return;
+    out->add({a.key, a.extent, a.handle, a.host_copy, a.context, a.paged, a.persistent});
+  });
+}
+
+size_t count_movable(int device) {
+  size_t n = 0;
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind == AllocationKind::kDevice && a.movable && a.device == device) ++n;
+  });
+  return n;
+}
+
+// A stream of its own in `context`, for one batch of copies.
+struct CopyStream {
+  CUstream stream = nullptr;
+  bool pushed = false;
+  explicit CopyStream(uint64_t context) {
+    const DriverApi& api = driver();
+    pushed = api.ctx_push_current(reinterpret_cast<CUcontext>(context)) == CUDA_SUCCESS;
+    if (pushed && api.stream_create(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) stream = nullptr;
+  }
+  ~CopyStream() {
+    const DriverApi& api = driver();
+    if (stream && api.stream_destroy) api.stream_destroy(stream);
+    CUcontext ignored;
+    if (pushed) api.ctx_pop_current(&ignored);
+  }
+  bool ok() const { return stream != nullptr; }
+};
+
+// Waits until no thread is inside a guarded driver call; false after
+// kDrainWaitNs.
+bool wait_for_calls_inside() {
+  const uint64_t deadline = mono_now_ns() + kDrainWaitNs;
+  while (g_in_flight.load(std::memory_order_seq_cst) != 0) {
+    if (mono_now_ns() > deadline) return false;
+    timespec pause{0, 20'000};
+    nanosleep(&pause, nullptr);
+  }
+  return true;
+}
+
+// Every context the ranges were allocated in finishes its queued work.
+void drain_contexts(Ranges& ranges) {
+  const DriverApi& api = driver();
+  uint64_t drained[8];
+  int n = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    uint64_t c = ranges[i].context;
+    if (c == 0 || std::find(drained, drained + n, c) != drained + n) continue;
+    if (n < 8) drained[n++] = c;
+    if (api.ctx_push_current(reinterpret_cast<CUcontext>(c)) != CUDA_SUCCESS) continue;
+    api.ctx_synchronize();
+    CUcontext ignored;
+    api.ctx_pop_current(&ignored);
+  }
+}
+
+uint64_t host_limit() {
+  if (g_host_limit != 0) return g_host_limit;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : UINT64_MAX;
+}
+
+// Reserves `bytes` more pinned host memory for this job within the GPU's
+// limit, all jobs together. False (one warning) if it would pass it.
+bool reserve_host_bytes(Device& device, uint64_t bytes) {
+  if (bytes == 0) return true;
+  Arbiter& arbiter = device.account.arbiter();
+  Region& r = *arbiter.region();
+  const uint64_t limit = host_limit();
+  uint64_t held = 0;
+  bool ok = false;
+  arbiter.update([&] {
+    for (const Slot& s : r.slots)
+      if (s.state == shm::kSlotLive) held += s.host_paging_bytes;
+    ok = held + bytes <= limit;
+    if (ok) arbiter.slot()->host_paging_bytes += bytes;
+  });
+  if (!ok && !g_told_host_limit.exchange(true))
+    GSHARE_WARN("GPU %s: paging this job out needs %.1f MiB more host memory, but the paged "
+                "jobs of this GPU already hold %.1f MiB of %.1f MiB (GSHARE_HOST_MEM_LIMIT): "
+                "it stays on the GPU",
+                device.uuid, double(bytes) / MiB, double(held) / MiB, double(limit) / MiB);
+  return ok;
+}
+
+void give_back_host_bytes(Device& device, uint64_t bytes) {
+  if (bytes == 0 || !device.account.shared()) return;
+  Arbiter& arbiter = device.account.arbiter();
+  arbiter.update([&] {
+    Slot& s = *arbiter.slot();
+    s.host_paging_bytes = saturating_sub(s.host_paging_bytes, bytes);
+  });
+}
+
+void set_residency(Arbiter& arbiter, shm::Residency residency) {
+  arbiter.update([&] { arbiter.slot()->residency = residency; });
+}
+
+
+
+// Whether another job is paging out, or has been asked to and not yet
+// answered: room on its way.
+bool room_on_its_way(Arbiter& arbiter) {
+  const Region& r = *arbiter.region();
+  for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
+    if (s.residency == shm::kPagingOut) return true;
+    if (s.residency == shm::kResident && __atomic_load_n(&s.page_out_requests, __ATOMIC_RELAXED) !=
+                                            __atomic_load_n(&s.page_out_acks, __ATOMIC_RELAXED))
+      return true;
+  }
+  return false;
+}
+
+// Pages `device`'s movable memory out, if this job holds no token. Runs on
+// the pager thread.
+void page_out(Device& device) {
+  if (!device.account.shared()) return;
+  Arbiter& arbiter = device.account.arbiter();
+  Region& r = *arbiter.region();
+  const uint64_t bit = bit_of(device.ordinal);
+  const uint64_t started = mono_now_ns();
+  lock_movable_memory();
+  Ranges ranges(count_movable(device.ordinal));
+  if (!ranges.ok()) {
+    unlock_movable_memory();
+    return;
+  }
+  collect(device.ordinal, false, &ranges);
+  // Device work stops here: new calls wait, and those inside end first.
+  const uint64_t before = g_paged_devices.fetch_or(bit, std::memory_order_seq_cst);
+  bool going = ranges.size() > 0 && wait_for_calls_inside();
+  // Under the lock, so that no grant slips in between: a job that holds a
+  // token runs, and is never paged out.
+  if (going)
+    arbiter.update([&] {
+      going = !shm::holds_any_token(r.header, uint32_t(arbiter.own_slot()));
+      if (going) arbiter.slot()->residency = shm::kPagingOut;
+    });
+  uint64_t new_host = 0, total = 0;
+  for (size_t i = 0; going && i < ranges.size(); ++i) {
+    total += ranges[i].size;
+    if (ranges[i].host == 0) new_host += ranges[i].size;
+  }
+  if (going && !reserve_host_bytes(device, new_host)) going = false;
+  const DriverApi& api = driver();
+  if (going) {
+    drain_contexts(ranges);
+    CopyStream copies(ranges[0].context);
+    for (size_t i = 0; going && i < ranges.size(); ++i) {
+      Range& range = ranges[i];
+      if (range.host == 0) {
+        void* host = nullptr;
+        if (api.mem_host_alloc(&host, range.size, 0) != CUDA_SUCCESS) {
+          GSHARE_WARN("GPU %s: no pinned host memory for a page-out (%.1f MiB): the job stays on the GPU",
+                      device.uuid, double(range.size) / MiB);
+          going = false;
+          break;
+        }
+        range.host = reinterpret_cast<uint64_t>(host);
+        ledger().update(AllocationKind::kDevice, range.pointer,
+                        [&](Allocation& a) { a.host_copy = range.host; });
+      }
+      if (!copies.ok() || api.memcpy_dtoh_async(reinterpret_cast<void*>(range.host), range.pointer,
+                                                range.size, copies.stream) != CUDA_SUCCESS)
+        going = false;
+    }
+    if (copies.ok() && api.stream_synchronize(copies.stream) != CUDA_SUCCESS) going = false;
+  }
+  if (!going) {
+    // Host copies made so far stay with their allocations, counted; the
+    // host bytes reserved for the rest go back.
+    uint64_t unused = 0;
+    for (size_t i = 0; i < ranges.size(); ++i)
+      if (ranges[i].host == 0) unused += ranges[i].size;
+    if (new_host) give_back_host_bytes(device, std::min(unused, new_host));
+    if (!(before & bit)) g_paged_devices.fetch_and(~bit, std::memory_order_seq_cst);
+    set_residency(arbiter, before & bit ? shm::kPagedOut : shm::kResident);
+    unlock_movable_memory();
+    return;
+  }
+  uint64_t persistent = 0, ephemeral = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    Range& range = ranges[i];
+    unback_range(range.pointer, range.size, range.handle);
+    (range.persistent ? persistent : ephemeral) += range.size;
+    const uint8_t mark = range.persistent ? kPagedPersistent : kPagedEphemeral;
+    ledger().update(AllocationKind::kDevice, range.pointer, [&](Allocation& a) {
+      a.paged = mark;
+      a.handle = 0;
+    });
+  }
+  if (persistent) arbiter.release(persistent, 0, MemoryClass::kPersistent);
+  if (ephemeral) arbiter.release(ephemeral, 0, MemoryClass::kEphemeral);
+  const uint64_t took = mono_now_ns() - started;
+  arbiter.update([&] {
+    Slot& s = *arbiter.slot();
+    s.paged_out_bytes += total;
+    s.residency = shm::kPagedOut;
+    s.page_outs++;
+    s.paging_ns += took;
+    shm::wake_waiters(r.header);
+  });
+  note_movable_resident(device, -int64_t(total));
+  unlock_movable_memory();
+  GSHARE_INFO("GPU %s: paged out %.1f MiB in %zu allocations in %.1f ms", device.uuid,
+              double(total) / MiB, ranges.size(), double(took) / 1e6);
+}
+
+// Reserves what comes back, both classes or neither: a job paging in
+// never holds part of its room while it waits for the rest.
+shm::ReserveResult reserve_both(DeviceAccount& account, const uint64_t want[2]) {
+  shm::ReserveResult r{shm::ReserveStatus::kGranted, 0, 0};
+  if (want[1]) r = account.reserve(want[1], MemoryClass::kPersistent);
+  if (r.status != shm::ReserveStatus::kGranted) return r;
+  if (want[0]) r = account.reserve(want[0], MemoryClass::kEphemeral);
+  if (r.status != shm::ReserveStatus::kGranted && want[1])
+    account.rollback(want[1], MemoryClass::kPersistent);
+  return r;
+}
+
+uint64_t short_by(const shm::ReserveResult& r, uint64_t bytes) {
+  if (r.status == shm::ReserveStatus::kInadmissible) return saturating_sub(r.in_use_bytes, r.limit_bytes);
+  return saturating_sub(r.in_use_bytes + bytes, r.limit_bytes);
+}
+
+// Waits for this job's turn, then until `want` can be reserved, asking
+// jobs that are not running to page out. A paged-out job comes back only in
+// its turn: paged in while another runs, it would wait beside it holding
+// memory, the first to be paged out again for a third. This is the one
+// exception to the resource order (memory before the token), and it
+// cannot deadlock: the room it waits for holding the token comes from
+// pagers, which need no token. Held for kPageInHoldNs with no page-out
+// under way for it, the token goes on. False at the deadline.
+bool wait_for_room(Device& device, const uint64_t want[2], uint64_t deadline) {
+  DeviceAccount& account = device.account;
+  Arbiter& arbiter = account.arbiter();
+  Region& r = *arbiter.region();
+  uint64_t asked_at = 0, held_since = 0;
+  bool told = false;
+  shm::ReserveResult result{shm::ReserveStatus::kOverCapacity, r.header.capacity_bytes,
+                            r.header.reserved_bytes};
+  for (;;) {
+    uint64_t now = mono_now_ns();
+    if (!scheduler::holds_token(arbiter)) {
+      held_since = 0;
+      if (now >= deadline) break;
+      // As a contender: the policy's decisions (a holder's slice end, an
+      // idle holder) are taken by waiters.
+      scheduler::wait_for_token(arbiter, answer_release_requests_from_hook, deadline);
+      continue;
+    }
+    uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
+    result = reserve_both(account, want);
+    if (result.status == shm::ReserveStatus::kGranted) return true;
+    if (result.status == shm::ReserveStatus::kOverQuota ||
+        result.status == shm::ReserveStatus::kArbiterBroken || now >= deadline)
+      break;
+    const uint64_t short_bytes = short_by(result, want[0] + want[1]);
+    if (!told) {
+      GSHARE_INFO("GPU %s: paging in %.1f MiB waits for room (%.1f MiB short)", device.uuid,
+                  double(want[0] + want[1]) / MiB, double(short_bytes) / MiB);
+      told = true;
+    }
+    ask_for_page_outs(arbiter, short_bytes, &asked_at);
+    answer_release_requests_from_hook();
+    if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
+    if (keep_token_for_room(arbiter, &held_since, now))
+      shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
+    else
+      scheduler::step_aside(arbiter, /*still_waiting=*/true);
+  }
+  refuse(device, "page-in", want[0] + want[1], result);
+  return false;
+}
+
+// Brings `device`'s paged-out memory back. Called by a thread about to
+// touch device memory.
+CUresult page_in(Device& device) {
+  Arbiter& arbiter = device.account.arbiter();
+  const uint64_t started = mono_now_ns();
+  // Busy while it pages in, like a thread in a host sync: a job that holds
+  // its token for this launches nothing meanwhile, and must not lose it as
+  // idle (scheduler/token.h), nor be asked for its memory.
+  struct Busy {
+    Slot* slot;
+    explicit Busy(Slot* s) : slot(s) { slot->gpu_waits.fetch_add(1, std::memory_order_relaxed); }
+    ~Busy() { slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed); }
+  } busy(arbiter.slot());
+  // What is out, by class. Frees while we wait only make it less.
+  uint64_t want[2] = {0, 0};  // [0] ephemeral, [1] persistent
+  lock_movable_memory();
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind == AllocationKind::kDevice && a.movable && a.paged && a.device == device.ordinal)
+      want[a.paged == kPagedPersistent] += a.extent;
+  });
+  unlock_movable_memory();
+  const MemoryClass classes[2] = {MemoryClass::kEphemeral, MemoryClass::kPersistent};
+  set_residency(arbiter, shm::kPagingIn);
+  bool got = wait_for_room(device, want, started + g_wait_ns);
+  if (!got) {
+    set_residency(arbiter, shm::kPagedOut);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  lock_movable_memory();
+  Ranges ranges(count_movable(device.ordinal));
+  collect(device.ordinal, true, &ranges);
+  const DriverApi& api = driver();
+  uint64_t restored[2] = {0, 0};
+  CUresult result = ranges.ok() ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  size_t backed = 0;
+  {
+    CopyStream copies(ranges.size() ? ranges[0].context : 0);
+    for (; result == CUDA_SUCCESS && backed < ranges.size(); ++backed) {
+      Range& range = ranges[backed];
+      result = back_range(device.ordinal, range.pointer, range.size, &range.handle);
+      if (result != CUDA_SUCCESS) break;
+      if (!copies.ok() ||
+          api.memcpy_htod_async(range.pointer, reinterpret_cast<const void*>(range.host),
+                                range.size, copies.stream) != CUDA_SUCCESS)
+        result = CUDA_ERROR_UNKNOWN;
+    }
+    if (copies.ok() && api.stream_synchronize(copies.stream) != CUDA_SUCCESS && result == CUDA_SUCCESS)
+      result = CUDA_ERROR_UNKNOWN;
+  }
+  for (size_t i = 0; i < backed; ++i) {
+    Range& range = ranges[i];
+    restored[range.paged == kPagedPersistent] += range.size;
+    // Back as the class its bytes were reserved as.
+    ledger().update(AllocationKind::kDevice, range.pointer, [&](Allocation& a) {
+      a.persistent = range.paged == kPagedPersistent;
+      a.paged = 0;
+      a.handle = range.handle;
+    });
+  }
+  // What was admitted but not restored (freed meanwhile, or failed) goes back.
+  for (int k : {0, 1})
+    if (want[k] > restored[k]) arbiter.rollback(want[k] - restored[k], classes[k]);
+  const uint64_t total = restored[0] + restored[1];
+  if (total) arbiter.commit(total, 0);
+  const bool all = backed == ranges.size() && result == CUDA_SUCCESS;
+  if (all) g_paged_devices.fetch_and(~bit_of(device.ordinal), std::memory_order_seq_cst);
+  const uint64_t took = mono_now_ns() - started;
+  arbiter.update([&] {
+    Slot& s = *arbiter.slot();
+    s.paged_out_bytes = saturating_sub(s.paged_out_bytes, total);
+    s.residency = all ? shm::kResident : shm::kPagedOut;
+    if (all) s.page_ins++;
+    s.paging_ns += took;
+  });
+  note_movable_resident(device, int64_t(total));
+  unlock_movable_memory();
+  if (!all) {
+    GSHARE_WARN("GPU %s: paging in failed (error %d) after %.1f of %.1f MiB: the call that needed "
+                "the memory gets CUDA_ERROR_OUT_OF_MEMORY",
+                device.uuid, int(result), double(total) / MiB,
+                double(want[0] + want[1]) / MiB);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  GSHARE_INFO("GPU %s: paged in %.1f MiB in %.1f ms", device.uuid, double(total) / MiB,
+              double(took) / 1e6);
+  return CUDA_SUCCESS;
+}
+
+// Pages every paged-out device back in, one thread at a time: the others
+// wait for it here, then find their memory back.
+pthread_mutex_t g_page_in_mutex = PTHREAD_MUTEX_INITIALIZER;
+CUresult page_in_all() {
+  CUresult result = CUDA_SUCCESS;
+  pthread_mutex_lock(&g_page_in_mutex);
+  for_each_attached_device([&](Device& device) {
+    if (result != CUDA_SUCCESS || !device.account.shared()) return;
+    if (!(g_paged_devices.load(std::memory_order_acquire) & bit_of(device.ordinal))) return;
+    result = page_in(device);
+  });
+  pthread_mutex_unlock(&g_page_in_mutex);
+  return result;
+}
+
+void* pager_loop(void*) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  for (;;) {
+    std::atomic<uint32_t>* word = nullptr;
+    uint32_t seen = 0;
+    for_each_attached_device([&](Device& device) {
+      if (!device.account.shared()) return;
+      Arbiter& arbiter = device.account.arbiter();
+      Slot* slot = arbiter.slot();
+      if (!slot) return;
+      if (!word) {
+        word = &arbiter.region()->header.token_futex;
+        seen = word->load(std::memory_order_acquire);
+      }
+      uint32_t asked = __atomic_load_n(&slot->page_out_requests, __ATOMIC_RELAXED);
+      if (asked == __atomic_load_n(&slot->page_out_acks, __ATOMIC_RELAXED)) return;
+      arbiter.update([&] { slot->page_out_acks = asked; });
+      page_out(device);
+    });
+    if (word) shm::futex_wait(word, seen, kPagerPollNs);
+    else {
+      timespec pause{0, long(kPagerPollNs)};
+      nanosleep(&pause, nullptr);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void configure_pager(const Options& options) {
+  g_host_limit = options.host_mem_limit_bytes;
+  if (options.admit_timeout_s > 0) g_wait_ns = uint64_t(options.admit_timeout_s * 1e9);
+  // Every launch passes begin_device_work: none takes the unchecked path.
+  if (options.paging) scheduler::g_launch_detours.fetch_add(1, std::memory_order_relaxed);
+}
+
+void start_pager() {
+  if (!paging_enabled() || g_pager_started.exchange(true)) return;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  pthread_t thread;
+  if (pthread_create(&thread, &attr, pager_loop, nullptr) != 0) {
+    GSHARE_WARN("cannot start the pager thread: this job is never paged out");
+    g_pager_started.store(false);
+  } else {
+    pthread_setname_np(thread, "gshare-pager");
+  }
+  pthread_attr_destroy(&attr);
+}
+
+void forget_pager_after_fork() {
+  g_pager_started.store(false);
+  g_in_flight.store(0);
+}
+
+DeviceWork begin_device_work() {
+  DeviceWork work;
+  if (!paging_enabled()) return work;
+  for (;;) {
+    g_in_flight.fetch_add(1, std::memory_order_seq_cst);
+    if (g_paged_devices.load(std::memory_order_seq_cst) == 0) {
+      work.entered = true;
+      if (Slot* slot = only_slot()) slot->last_device_work_mono_ns.store(mono_now_ns(), std::memory_order_relaxed);
+      return work;
+    }
+    g_in_flight.fetch_sub(1, std::memory_order_seq_cst);
+    work.result = page_in_all();
+    if (work.result != CUDA_SUCCESS) return work;
+  }
+}
+
+void end_device_work(const DeviceWork& work) {
+  if (work.entered) g_in_flight.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool paged_out() { return g_paged_devices.load(std::memory_order_relaxed) != 0; }
+
+bool keep_token_for_room(Arbiter& arbiter, uint64_t* held_since, uint64_t now) {
+  if (!paging_enabled() || !scheduler::holds_token(arbiter)) {
+    *held_since = 0;
+    return false;
+  }
+  if (*held_since == 0 || room_on_its_way(arbiter)) *held_since = now;
+  if (now - *held_since <= kPageInHoldNs) return true;
+  *held_since = 0;
+  return false;
+}
+
+void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns) {
+  if (!paging_enabled()) return;
+  const uint64_t now = mono_now_ns();
+  if (*asked_at_ns != 0 && now - *asked_at_ns < kAskPageOutAgainNs) return;
+  *asked_at_ns = now;
+  Region& r = *arbiter.region();
+  arbiter.update([&] {
+    // Room already on its way: page-outs asked for and not yet answered,
+    // or under way. Only the rest is asked for.
+    uint64_t coming = 0;
+    for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
+      const Slot& s = r.slots[i];
+      if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
+      if (s.residency == shm::kPagingOut ||
+          (s.residency == shm::kResident && s.page_out_requests != s.page_out_acks))
+        coming += s.movable_bytes;
+    }
+    if (coming >= short_bytes) return;
+    // Jobs that could give room: not running, movable memory on the GPU.
+    // One inside a host sync counts (the page-out drains its work first),
+    // and so does one that waits for memory itself:
+    // it touches none while it waits, and holding part of what it needs it
+    // could keep the runner from its own. Idle ones first (they may not
+    // come back for long), then the ones holding the most.
+    int order[shm::kMaxSlots];
+    int n = 0;
+    for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
+      const Slot& s = r.slots[i];
+      if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
+      if (s.residency != shm::kResident || s.movable_bytes == 0) continue;
+      if (s.page_out_requests != s.page_out_acks) continue;
+      if (s.job_state == shm::kJobRunning) continue;
+      // Idle by the token, but still copying: not yet.
+      if (s.job_state == shm::kJobIdle &&
+          now - s.last_device_work_mono_ns.load(std::memory_order_relaxed) < s.idle_ns)
+        continue;
+      if (shm::holds_any_token(r.header, i)) continue;
+      order[n++] = int(i);
+    }
+    std::sort(order, order + n, [&](int a, int b) {
+      const Slot& x = r.slots[a];
+      const Slot& y = r.slots[b];
+      const bool x_idle = x.job_state == shm::kJobIdle, y_idle = y.job_state == shm::kJobIdle;
+      if (x_idle != y_idle) return x_idle;
+      return x.movable_bytes > y.movable_bytes;
+    });
+    uint64_t asked = coming;
+    for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
+      Slot& s = r.slots[order[k]];
+      s.page_out_requests++;
+      asked += s.movable_bytes;
+    }
+    if (asked > coming) shm::wake_waiters(r.header);
+  });
+}
+
+void note_movable_resident(Device& device, int64_t bytes) {
+  Slot* slot = device.account.slot();
+  if (!slot) return;
+  if (bytes >= 0) __atomic_fetch_add(&slot->movable_bytes, uint64_t(bytes), __ATOMIC_RELAXED);
+  else __atomic_fetch_sub(&slot->movable_bytes, uint64_t(-bytes), __ATOMIC_RELAXED);
+}
+
+void note_paged_entry_freed(Device& device, const Allocation& entry) {
+  if (entry.host_copy) give_back_host_bytes(device, entry.extent);
+  if (!device.account.shared()) return;
+  if (!entry.paged) {
+    note_movable_resident(device, -int64_t(entry.extent));
+    return;
+  }
+  Arbiter& arbiter = device.account.arbiter();
+  arbiter.update([&] {
+    Slot& s = *arbiter.slot();
+    s.paged_out_bytes = saturating_sub(s.paged_out_bytes, entry.extent);
+  });
+}
+
+}  // namespace gshare::allocator

@@ -1,0 +1,91 @@
+// Paging to host memory: under GSHARE_PAGING=on, a job that is not running
+// can be asked to give its movable memory (allocator/movable_memory.h) to
+// a job that waits for room; it is copied to pinned host memory and its
+// physical memory released. The job gets it back, at the same addresses,
+// before it touches device memory again.
+//
+// Who pages a job out. A job whose reservation waits (the safety condition
+// would fail, or the bytes are held) asks jobs that hold movable memory
+// and no token (switched out, idle, or itself waiting for memory)
+// for room: enough of them, idle ones first, then the ones holding the
+// most (ask_for_page_outs). Each asked job's pager thread pages it out,
+// unless it holds a token by then: a running job is never paged out.
+//
+// How. The page-out closes the job's device work first: every launch,
+// copy and memset of the process passes `begin_device_work`, which counts
+// the calls inside the driver and refuses to start while the job is paged
+// (or being paged) out. The pager waits for the calls inside to end,
+// drains the job's contexts, copies each movable allocation to its pinned
+// host copy on a stream of its own (one batch, one sync), unmaps and
+// releases the physical memory and gives the bytes back to the arbiter. A
+// paged-out job's P and E leave the safety condition (shm/lane_space.cpp):
+// only resident jobs share the GPU.
+//
+// Coming back. The next device work of a paged-out job pages it in first,
+// in the calling thread: it gives up any token it holds (the resource
+// order: memory before the token), is admitted for its bytes like any
+// allocation (persistent bytes first, then ephemeral ones in its turn;
+// the wait may itself ask others to page out), then maps new physical
+// memory at the same addresses and copies its data back. Only then does the
+// call go on: a kernel never runs against memory that is not there.
+//
+// Host memory. Pinned host copies are kept for the allocation's life, so
+// that later page-outs cost no pinning; the jobs of one GPU hold at most
+// GSHARE_HOST_MEM_LIMIT of them together. A page-out that would pass it is
+// not made (one warning), and the job stays resident.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "allocator/ledger.h"
+#include "base/options.h"
+#include "shm/arbiter.h"
+
+namespace gshare::allocator {
+
+struct Device;
+
+void configure_pager(const Options& options);
+
+// Starts the thread that answers page-out requests (once; at the first
+// device attached when paging is on).
+void start_pager();
+void forget_pager_after_fork();
+
+// Around a driver call that may touch device memory: pages the process in
+// first if it is paged out (which may wait for memory, at most
+// GSHARE_ADMIT_TIMEOUT_S). `entered` false: the call must not be made, and
+// `result` says why (CUDA_ERROR_OUT_OF_MEMORY: the memory did not come
+// back). Without paging it costs one load.
+struct DeviceWork {
+  bool entered = false;
+  CUresult result = CUDA_SUCCESS;
+};
+DeviceWork begin_device_work();
+void end_device_work(const DeviceWork& work);
+
+// Whether some of this process's movable memory is not on the GPU now.
+bool paged_out();
+
+// From a wait for memory on `arbiter` that is `short_bytes` short: asks
+// jobs that are not running to page out (see above), at most every
+// 100 ms, counting the room already on its way. `asked_at_ns` keeps the time of the last ask across calls.
+void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
+
+// The exception to the resource order under paging: a job that holds its
+// token and waits for room may keep the token while page-outs are under way
+// for it (the room comes from pagers, which need no token), and for at most
+// a second with none. True: keep waiting with the token; `held_since`
+// (0 at first) keeps the time across calls.
+bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t* held_since, uint64_t now);
+
+// `bytes` more (or fewer) resident movable bytes on `device`.
+void note_movable_resident(Device& device, int64_t bytes);
+// A movable allocation was freed, resident or paged out: its host copy and
+// its share of the paging figures go.
+void note_paged_entry_freed(Device& device, const Allocation& entry);
+
+}  // namespace gshare::allocator

@@ -1,0 +1,129 @@
+// Paging to host memory (GSHARE_PAGING=on): jobs whose memory together
+// exceeds the GPU all finish with their data intact, a job killed in the
+// middle of a page-out or a page-in harms nobody, and the host-memory limit
+// is a clear answer, never a crash.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/multiprocess/harness.h"
+
+using namespace gshare::test;
+
+namespace {
+
+// Small contexts, so that the jobs' own memory is what does not fit.
+Env paging(const Env& more = {}) {
+  Env env{{"GSHARE_PAGING", "on"}, {"GSHARE_LOG", "info"}, {"FAKE_CUDA_CTX_BYTES", "8MiB"}};
+  for (const auto& [k, v] : more) env[k] = v;
+  return env;
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Polls gshare-top until some process of `clients` shows `residency`;
+// returns its index, or -1 after `timeout_s`.
+int await_residency(const TestGpu& gpu, const std::vector<Client*>& clients,
+                    const std::string& residency, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+      nlohmann::json p = gpu.top_process(clients[i]->pid());
+      if (!p.is_null() && p.value("residency", "") == residency) return int(i);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("jobs whose memory is twice the GPU all finish, every byte intact", "[paging]") {
+  for (const char* policy : {"fair", "fifo"}) {
+    INFO("policy " << policy);
+    // 256 MiB: three jobs of 8 MiB context and 160 MiB in five allocations
+    // hold twice that. Each checks its words after every step and all of
+    // them at the end.
+    TestGpu gpu(256 * kMiB);
+    std::vector<std::unique_ptr<Client>> jobs;
+    for (int i = 0; i < 3; ++i) {
+      jobs.push_back(std::make_unique<Client>(gpu, paging({{"GSHARE_POLICY", policy}})));
+      REQUIRE(jobs.back()->send("init") == "init ok");
+    }
+    for (auto& job : jobs) job->post("pagetrain 10 160M 5 4 10000 0");
+    bool paged = false;
+    for (auto& job : jobs) {
+      std::string reply = job->reply(120);
+      INFO(gpu.state());
+      CHECK(starts_with(reply, "pagetrain ok 10 "));
+      std::string err = job->stderr_text();
+      if (err.find("paged out") != std::string::npos && err.find("paged in") != std::string::npos)
+        paged = true;
+      CHECK(err.find("refused") == std::string::npos);
+    }
+    CHECK(paged);
+  }
+}
+
+TEST_CASE("a job killed in its page-out or its page-in leaves the others running", "[paging]") {
+  for (const char* when : {"paging out", "paging in"}) {
+    INFO("killed while " << when);
+    // Two jobs of 168 MiB on 256 MiB take turns through host memory, whose
+    // copies take about 0.4 s each way here: long enough to be caught.
+    TestGpu gpu(256 * kMiB);
+    Client a(gpu, paging({{"FAKE_CUDA_COPY_MBPS", "400"}}));
+    Client b(gpu, paging({{"FAKE_CUDA_COPY_MBPS", "400"}}));
+    REQUIRE(a.send("init") == "init ok");
+    REQUIRE(b.send("init") == "init ok");
+    a.post("pagetrain 40 160M 5 2 10000 0");
+    b.post("pagetrain 40 160M 5 2 10000 0");
+    std::vector<Client*> both{&a, &b};
+    int victim = await_residency(gpu, both, when, 60);
+    INFO(gpu.state());
+    REQUIRE(victim >= 0);
+    both[victim]->kill9();
+    Client& survivor = *both[1 - victim];
+    CHECK(starts_with(survivor.reply(120), "pagetrain ok 40 "));
+    // Nothing of the dead job's stays counted.
+    nlohmann::json top = gpu.top_json();
+    uint64_t reserved = 0;
+    for (const auto& g : top["gpus"]) reserved += g["reserved_bytes"].get<uint64_t>();
+    CHECK(reserved <= 8 * kMiB);
+  }
+}
+
+TEST_CASE("paging past the host-memory limit is refused with a clear message", "[paging]") {
+  TestGpu gpu(256 * kMiB);
+  const Env limited = paging({{"GSHARE_HOST_MEM_LIMIT", "64MiB"}, {"GSHARE_ADMIT_TIMEOUT_S", "3"}});
+  Client a(gpu, limited);
+  Client b(gpu, limited);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  REQUIRE(a.send("alloc 160M weights") == "alloc ok weights");
+  // A sits idle; B needs room that only A's page-out could give, and the
+  // 160 MiB would pass the 64 MiB limit: B's allocation gives up after its
+  // timeout, A stays on the GPU with its memory.
+  CHECK(b.send("alloc 160M", 30) == "alloc err 2");
+  CHECK(b.stderr_text().find("gave up waiting") != std::string::npos);
+  CHECK(a.stderr_text().find("GSHARE_HOST_MEM_LIMIT") != std::string::npos);
+  nlohmann::json p = gpu.top_process(a.pid());
+  CHECK(p.value("residency", "") == "resident");
+  CHECK(a.send("free weights") == "free ok");
+  CHECK(starts_with(b.send("alloc 160M"), "alloc ok"));
+}
+
+TEST_CASE("a bad paging setting stops the program with one message", "[paging]") {
+  TestGpu gpu(256 * kMiB);
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"GSHARE_PAGING", "maybe"},
+                                                        {"GSHARE_HOST_MEM_LIMIT", "25%"},
+                                                        {"GSHARE_HOST_MEM_LIMIT", "0"}}) {
+    INFO(name << "=" << value);
+    Client c(gpu, paging({{name, value}}));
+    CHECK(c.send("init") == "init err 1");  // CUDA_ERROR_INVALID_VALUE
+    CHECK(c.stderr_text().find(name) != std::string::npos);
+  }
+}
