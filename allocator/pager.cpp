@@ -206,6 +206,53 @@ bool room_on_its_way(Arbiter& arbiter) {
   return false;
 }
 
+// Copies each range to its pinned host copy (made now for a range that
+// has none) on a stream of its own, after the job's queued work: one
+// batch, one sync. False if any step failed; copies made so far stay with
+// their allocations.
+bool copy_out(Device& device, Ranges& ranges) {
+  const DriverApi& api = driver();
+  drain_contexts(ranges);
+  CopyStream copies(ranges[0].context);
+  if (!copies.ok()) return false;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    Range& range = ranges[i];
+    if (range.host == 0) {
+      void* host = nullptr;
+      if (api.mem_host_alloc(&host, range.size, 0) != CUDA_SUCCESS) {
+        GSHARE_WARN("GPU %s: no pinned host memory for a page-out (%.1f MiB): the job stays on the GPU",
+                    device.uuid, double(range.size) / MiB);
+        return false;
+      }
+      range.host = reinterpret_cast<uint64_t>(host);
+      ledger().update(AllocationKind::kDevice, range.pointer,
+                      [&](Allocation& a) { a.host_copy = range.host; });
+    }
+    if (api.memcpy_dtoh_async(reinterpret_cast<void*>(range.host), range.pointer, range.size,
+                              copies.stream) != CUDA_SUCCESS)
+      return false;
+  }
+  return api.stream_synchronize(copies.stream) == CUDA_SUCCESS;
+}
+
+// The ranges, copied out, give their physical memory back; the ledger
+// marks them paged, as the class their bytes leave the arbiter as.
+void release_copied(Arbiter& arbiter, Ranges& ranges) {
+  uint64_t persistent = 0, ephemeral = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    Range& range = ranges[i];
+    unback_range(range.pointer, range.size, range.handle);
+    (range.persistent ? persistent : ephemeral) += range.size;
+    const uint8_t mark = range.persistent ? kPagedPersistent : kPagedEphemeral;
+    ledger().update(AllocationKind::kDevice, range.pointer, [&](Allocation& a) {
+      a.paged = mark;
+      a.handle = 0;
+    });
+  }
+  if (persistent) arbiter.release(persistent, 0, MemoryClass::kPersistent);
+  if (ephemeral) arbiter.release(ephemeral, 0, MemoryClass::kEphemeral);
+}
+
 // Pages `device`'s movable memory out, if this job holds no token. Runs on
 // the pager thread.
 void page_out(Device& device) {
@@ -237,30 +284,7 @@ void page_out(Device& device) {
     if (ranges[i].host == 0) new_host += ranges[i].size;
   }
   if (going && !reserve_host_bytes(device, new_host)) going = false;
-  const DriverApi& api = driver();
-  if (going) {
-    drain_contexts(ranges);
-    CopyStream copies(ranges[0].context);
-    for (size_t i = 0; going && i < ranges.size(); ++i) {
-      Range& range = ranges[i];
-      if (range.host == 0) {
-        void* host = nullptr;
-        if (api.mem_host_alloc(&host, range.size, 0) != CUDA_SUCCESS) {
-          GSHARE_WARN("GPU %s: no pinned host memory for a page-out (%.1f MiB): the job stays on the GPU",
-                      device.uuid, double(range.size) / MiB);
-          going = false;
-          break;
-        }
-        range.host = reinterpret_cast<uint64_t>(host);
-        ledger().update(AllocationKind::kDevice, range.pointer,
-                        [&](Allocation& a) { a.host_copy = range.host; });
-      }
-      if (!copies.ok() || api.memcpy_dtoh_async(reinterpret_cast<void*>(range.host), range.pointer,
-                                                range.size, copies.stream) != CUDA_SUCCESS)
-        going = false;
-    }
-    if (copies.ok() && api.stream_synchronize(copies.stream) != CUDA_SUCCESS) going = false;
-  }
+  if (going) going = copy_out(device, ranges);
   if (!going) {
     // Host copies made so far stay with their allocations, counted; the
     // host bytes reserved for the rest go back.
@@ -273,19 +297,7 @@ void page_out(Device& device) {
     unlock_movable_memory();
     return;
   }
-  uint64_t persistent = 0, ephemeral = 0;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    Range& range = ranges[i];
-    unback_range(range.pointer, range.size, range.handle);
-    (range.persistent ? persistent : ephemeral) += range.size;
-    const uint8_t mark = range.persistent ? kPagedPersistent : kPagedEphemeral;
-    ledger().update(AllocationKind::kDevice, range.pointer, [&](Allocation& a) {
-      a.paged = mark;
-      a.handle = 0;
-    });
-  }
-  if (persistent) arbiter.release(persistent, 0, MemoryClass::kPersistent);
-  if (ephemeral) arbiter.release(ephemeral, 0, MemoryClass::kEphemeral);
+  release_copied(arbiter, ranges);
   const uint64_t took = mono_now_ns() - started;
   arbiter.update([&] {
     Slot& s = *arbiter.slot();
@@ -368,6 +380,27 @@ bool wait_for_room(Device& device, const uint64_t want[2], uint64_t deadline) {
   return false;
 }
 
+// Backs each range with new physical memory at its address and copies its
+// host copy back, on a stream of its own: one batch, one sync. *backed:
+// how many ranges have memory again (all of them on success).
+CUresult copy_in(Device& device, Ranges& ranges, size_t* backed) {
+  const DriverApi& api = driver();
+  CopyStream copies(ranges.size() ? ranges[0].context : 0);
+  CUresult result = CUDA_SUCCESS;
+  for (; *backed < ranges.size(); ++*backed) {
+    Range& range = ranges[*backed];
+    result = back_range(device.ordinal, range.pointer, range.size, &range.handle);
+    if (result != CUDA_SUCCESS) return result;
+    if (!copies.ok() || api.memcpy_htod_async(range.pointer, reinterpret_cast<const void*>(range.host),
+                                              range.size, copies.stream) != CUDA_SUCCESS) {
+      ++*backed;
+      return CUDA_ERROR_UNKNOWN;
+    }
+  }
+  if (copies.ok() && api.stream_synchronize(copies.stream) != CUDA_SUCCESS) return CUDA_ERROR_UNKNOWN;
+  return result;
+}
+
 // Brings `device`'s paged-out memory back. Called by a thread about to
 // touch device memory.
 CUresult page_in(Device& device) {
@@ -399,24 +432,9 @@ CUresult page_in(Device& device) {
   lock_movable_memory();
   Ranges ranges(count_movable(device.ordinal));
   collect(device.ordinal, true, &ranges);
-  const DriverApi& api = driver();
   uint64_t restored[2] = {0, 0};
-  CUresult result = ranges.ok() ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
   size_t backed = 0;
-  {
-    CopyStream copies(ranges.size() ? ranges[0].context : 0);
-    for (; result == CUDA_SUCCESS && backed < ranges.size(); ++backed) {
-      Range& range = ranges[backed];
-      result = back_range(device.ordinal, range.pointer, range.size, &range.handle);
-      if (result != CUDA_SUCCESS) break;
-      if (!copies.ok() ||
-          api.memcpy_htod_async(range.pointer, reinterpret_cast<const void*>(range.host),
-                                range.size, copies.stream) != CUDA_SUCCESS)
-        result = CUDA_ERROR_UNKNOWN;
-    }
-    if (copies.ok() && api.stream_synchronize(copies.stream) != CUDA_SUCCESS && result == CUDA_SUCCESS)
-      result = CUDA_ERROR_UNKNOWN;
-  }
+  CUresult result = ranges.ok() ? copy_in(device, ranges, &backed) : CUDA_ERROR_OUT_OF_MEMORY;
   for (size_t i = 0; i < backed; ++i) {
     Range& range = ranges[i];
     restored[range.paged == kPagedPersistent] += range.size;
