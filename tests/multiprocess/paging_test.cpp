@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <regex>
 #include <thread>
 
 #include "tests/multiprocess/harness.h"
@@ -66,6 +67,35 @@ TEST_CASE("jobs whose memory is twice the GPU all finish, every byte intact", "[
     }
     CHECK(paged);
   }
+}
+
+TEST_CASE("a job paged out mid-iteration resumes with its step's memory intact", "[paging]") {
+  // Two jobs of 100 MiB kept in 2 allocations and a step of 96 MiB in 3
+  // pieces, each piece computed on (2 kernels of 20 ms) and synced before
+  // the next: ΣP + max E exceeds 256 MiB, and a step (120 ms and more)
+  // outlasts a slice and its limit (20 + 20 ms), so a job is cut, and
+  // paged out, with pieces of its step live. Each checks them at the
+  // step's end.
+  TestGpu gpu(256 * kMiB);
+  const Env env = paging({{"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SLICE_MAX_MS", "20"}});
+  Client a(gpu, env);
+  Client b(gpu, env);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  a.post("pagetrain 10 100M 2 2 20000 0 96M 3");
+  b.post("pagetrain 10 100M 2 2 20000 0 96M 3");
+  CHECK(starts_with(a.reply(120), "pagetrain ok 10 "));
+  CHECK(starts_with(b.reply(120), "pagetrain ok 10 "));
+  // A page-out of more than the 2 kept allocations took step pieces along.
+  bool mid_step = false;
+  const std::regex page_out("paged out [0-9.]+ MiB in ([0-9]+) allocations");
+  for (Client* c : {&a, &b}) {
+    const std::string err = c->stderr_text();
+    for (std::sregex_iterator m(err.begin(), err.end(), page_out), end; m != end; ++m)
+      if (std::stoi((*m)[1].str()) > 2) mid_step = true;
+  }
+  INFO(a.stderr_text() << b.stderr_text());
+  CHECK(mid_step);
 }
 
 TEST_CASE("a job killed in its page-out or its page-in leaves the others running", "[paging]") {

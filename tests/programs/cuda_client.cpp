@@ -44,12 +44,17 @@
 //       cuMemFreeAsync), which keeps all it frees (a release threshold of
 //       UINT64_MAX, as PyTorch's cudaMallocAsync backend sets). Replies
 //       "memtrain ok ITERATIONS ELAPSED_MS", or "memtrain err CODE at I".
-//   pagetrain ITERS P PIECES KERNELS MICROS GAP_MS   a job whose memory
-//       may be paged out while it waits: allocates P in PIECES equal
-//       allocations, fills piece k with the 32-bit word pid * 64 + k, then
-//       each iteration launches KERNELS spin kernels of MICROS, syncs,
+//   pagetrain ITERS P PIECES KERNELS MICROS GAP_MS [E EPIECES]   a job
+//       whose memory may be paged out while it waits: allocates P in PIECES
+//       equal allocations, fills piece k with the 32-bit word pid * 64 + k,
+//       then each iteration launches KERNELS spin kernels of MICROS, syncs,
 //       checks the first, middle and last word of every piece, and spends
-//       GAP_MS on the host. At the end it checks every word and frees.
+//       GAP_MS on the host. With E, each iteration first allocates E in
+//       EPIECES pieces (ephemeral), fills piece j with pid * 64 + 32 + j and
+//       launches the kernels and syncs after each, checks them all at the
+//       iteration's end and frees them: a job switched out mid-iteration
+//       is paged out with them live. At the end it checks every word of the
+//       P pieces and frees.
 //       Replies "pagetrain ok ITERATIONS ELAPSED_MS", "pagetrain bad PIECE
 //       OFFSET GOT WANT at I" (data lost or mixed up), or "pagetrain err
 //       CODE at I".
@@ -520,11 +525,47 @@ std::string run(const std::vector<std::string>& a) {
       return "";
     };
     const uint64_t words = piece / 4;
-    for (long i = 0; i < iterations; ++i) {
+    const uint64_t ephemeral = a.size() > 8 ? parse_size(a.at(7)) : 0;
+    const int ephemeral_count = a.size() > 8 ? std::max(1, std::stoi(a.at(8))) : 0;
+    const uint64_t ephemeral_piece = ephemeral_count ? ephemeral / uint64_t(ephemeral_count) / 4 * 4 : 0;
+    auto run_kernels = [&] {
       CUresult r = CUDA_SUCCESS;
       for (int k = 0; k < kernels && r == CUDA_SUCCESS; ++k)
         r = g_api.launch_kernel(spin_function(k), 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
-      if (r == CUDA_SUCCESS) r = g_api.ctx_synchronize();
+      return r == CUDA_SUCCESS ? g_api.ctx_synchronize() : r;
+    };
+    for (long i = 0; i < iterations; ++i) {
+      // The step's pieces: allocated, filled and computed on one by one.
+      std::vector<CUdeviceptr> step(size_t(ephemeral_count), 0);
+      auto free_step = [&] {
+        for (CUdeviceptr p : step)
+          if (p) g_api.mem_free(p);
+      };
+      for (int j = 0; j < ephemeral_count; ++j) {
+        CUresult r = g_api.mem_alloc(&step[j], ephemeral_piece);
+        if (r == CUDA_SUCCESS) r = g_api.memset_d32(step[j], want(32 + j), ephemeral_piece / 4);
+        if (r == CUDA_SUCCESS) r = run_kernels();
+        if (r != CUDA_SUCCESS) {
+          free_step();
+          return fail("err " + std::to_string(int(r)), i);
+        }
+      }
+      for (int j = 0; j < ephemeral_count; ++j) {
+        const uint64_t n = ephemeral_piece / 4;
+        for (uint64_t w : {uint64_t(0), n / 2, n - 1}) {
+          uint32_t got = 0;
+          CUresult r = g_api.memcpy_dtoh(&got, step[j] + w * 4, 4);
+          if (r != CUDA_SUCCESS || got != want(32 + j)) {
+            free_step();
+            return fail(r != CUDA_SUCCESS ? "err " + std::to_string(int(r))
+                                          : "bad step " + std::to_string(j) + " " + std::to_string(w) +
+                                                " " + std::to_string(got) + " " + std::to_string(want(32 + j)),
+                        i);
+          }
+        }
+      }
+      free_step();
+      CUresult r = run_kernels();
       if (r != CUDA_SUCCESS) return fail("err " + std::to_string(int(r)), i);
       for (int k = 0; k < count; ++k)
         if (std::string bad = check(k, {0, words / 2, words - 1}); !bad.empty()) return fail(bad, i);
