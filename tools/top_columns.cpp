@@ -78,6 +78,17 @@ std::string short_bytes(const ProcessView& r) {
   return format_bytes(r.process.admission_short_bytes);
 }
 
+// Under paging: - while all its memory is on the GPU; else the bytes of it
+// in host memory, "out" while it is being paged out, "in" before them while
+// it is being paged back.
+std::string paged(const ProcessView& r) {
+  const std::string& where = r.process.residency;
+  if (where == "paging out") return "out";
+  if (where == "resident" || where.empty()) return r.process.paged_out_bytes ? format_bytes(r.process.paged_out_bytes) : "-";
+  std::string bytes = format_bytes(r.process.paged_out_bytes);
+  return where == "paging in" ? "in " + bytes : bytes;
+}
+
 // What the GPU's policy looks at: the weight under fair and pack (fair
 // within a lane), the priority under priority (with the weight when it is
 // not 1, since equal priorities share as fair does), both under any other
@@ -110,6 +121,8 @@ const Column kColumns[] = {
      Align::kLeft, admission, 2},
     {"SHORT", "while it waits: by how much its allocation does not fit", 10, Align::kRight,
      short_bytes, 14},
+    {"PAGED", "its memory in host memory under paging (out, in: being paged); - if none", 12,
+     Align::kRight, paged, 15},
     {"LAUNCH/S", "kernel and graph launches per second over the last refresh", 9, Align::kRight,
      launch_rate, 8},
     {"STATE",
@@ -127,7 +140,7 @@ const Column kColumns[] = {
     {"WAIT", "time spent waiting for the token, the current wait included", 7, Align::kRight,
      waiting, 3},
     {"SWITCH", "mean cost of the switches to it: the token's grant to its first launch; - if none",
-     7, Align::kRight, switch_cost, 15},
+     7, Align::kRight, switch_cost, 16},
 };
 
 }  // namespace
