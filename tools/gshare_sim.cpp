@@ -5,7 +5,7 @@
 //
 //   gshare-sim [--policy fifo|fair|srtf|priority|pack|all] [--json]
 //              [--quantum-ms N] [--slice-max-ms N] [--handover-ms N]
-//              [--capacity-mib N] TRACE.json
+//              [--capacity-mib N] [--paging GBPS] TRACE.json
 //
 // --json prints one object:
 //   {"trace": "path", "description": "...",
@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/sim_engine.h"
+#include "tools/sim_paging.h"
 
 namespace gshare::sim {
 namespace {
@@ -55,6 +56,7 @@ struct CommandLine {
   double slice_max_ms = -1;
   double handover_ms = -1;
   int64_t capacity_mib = -1;  // 0 turns the trace's capacity off
+  double paging_gb_per_s = 0;  // > 0: also the paging model (tools/sim_paging.h), text only
   std::string trace_path;
 };
 
@@ -66,7 +68,7 @@ struct PolicyResult {
 std::string usage_text() {
   return "usage: gshare-sim [--policy fifo|fair|srtf|priority|pack|all] [--json]\n"
          "                  [--quantum-ms N] [--slice-max-ms N] [--handover-ms N]\n"
-         "                  [--capacity-mib N] TRACE.json\n"
+         "                  [--capacity-mib N] [--paging GBPS] TRACE.json\n"
          "\n"
          "Replays a job trace through gshare's scheduling policies on one simulated GPU\n"
          "(virtual clock) and prints, per policy, each job's arrival, start, completion,\n"
@@ -85,6 +87,8 @@ std::string usage_text() {
          "  --handover-ms N   idle GPU time of each handover; default: the trace's, else 0.05\n"
          "  --capacity-mib N  the GPU's memory, MiB; 0: memory not modelled;\n"
          "                    default: the trace's capacity_mib, else not modelled\n"
+         "  --paging GBPS     also the paging model at GBPS GB/s each way: every policy's\n"
+         "                    schedule and a searched one, without and with prefetch\n"
          "  -h, --help        this text\n"
          "\n"
          "Trace (JSON): quantum_ms, slice_max_ms, handover_ms, capacity_mib, description\n"
@@ -182,6 +186,10 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
     } else if (is_option(argument, "--handover-ms")) {
       ok = take_value(argc, argv, &i, "--handover-ms", &value, error) &&
            parse_ms("--handover-ms", value, false, &out->handover_ms, error);
+    } else if (is_option(argument, "--paging")) {
+      ok = take_value(argc, argv, &i, "--paging", &value, error) &&
+           parse_ms("--paging", value, true, &out->paging_gb_per_s, error);
+      if (!ok) *error = std::string("--paging takes a copy rate in GB/s > 0 (got '") + value + "')";
     } else if (is_option(argument, "--capacity-mib")) {
       ok = take_value(argc, argv, &i, "--capacity-mib", &value, error) &&
            parse_mib("--capacity-mib", value, &out->capacity_mib, error);
@@ -402,6 +410,35 @@ bool write_stdout(const std::string& text) {
   return false;
 }
 
+// The paging model: every fixed policy's schedule and the searched one,
+// without and with prefetch.
+std::string render_paging(const Trace& trace, double gb_per_s) {
+  std::string out = format("\nPaging (GSHARE_PAGING=on), copies at %.1f GB/s each way:\n", gb_per_s);
+  out += format("  %-10s %16s %16s %14s %14s\n", "schedule", "makespan (s)", "with prefetch",
+                "swapped GiB", "stall (s)");
+  auto row = [&](const std::string& name, const Schedule& plain, const Schedule& fetched) {
+    PagingResult a = simulate_paging(trace, plain, {gb_per_s, false});
+    PagingResult b = simulate_paging(trace, fetched, {gb_per_s, true});
+    out += format("  %-10s %16.3f %16.3f %14.1f %14.3f\n", name.c_str(), seconds(a.makespan_ns),
+                  seconds(b.makespan_ns), double(b.swapped_bytes) / double(1ull << 30),
+                  seconds(b.stall_ns));
+  };
+  for (const char* policy : {"fifo", "fair", "srtf", "priority", "pack"}) {
+    Schedule s = policy_schedule(trace, policy);
+    row(policy, s, s);
+  }
+  SearchOptions options;
+  PagingResult plain_best, fetched_best;
+  Schedule plain = search_schedule(trace, {gb_per_s, false}, options, &plain_best);
+  Schedule fetched = search_schedule(trace, {gb_per_s, true}, options, &fetched_best);
+  row("search", plain, fetched);
+  std::string order;
+  for (int j : fetched.order) order += (order.empty() ? "" : ", ") + trace.jobs[j].name;
+  out += format("  searched (with prefetch): %s, %s\n", fetched.by_turns ? "by turns" : "each to completion",
+                order.c_str());
+  return out;
+}
+
 int run(const CommandLine& command_line) {
   if (command_line.help) return write_stdout(usage_text()) ? 0 : 1;
   Trace trace;
@@ -420,6 +457,13 @@ int run(const CommandLine& command_line) {
     results.push_back({policy, simulate(trace, policy, options_from(trace))});
   std::string text = command_line.json ? render_json(command_line, trace, results)
                                        : render_text(command_line, trace, results);
+  if (command_line.paging_gb_per_s > 0 && !command_line.json) {
+    if (trace.capacity_mib == 0) {
+      fprintf(stderr, "gshare-sim: --paging needs a capacity (the trace's capacity_mib, or --capacity-mib)\n");
+      return 2;
+    }
+    text += render_paging(trace, command_line.paging_gb_per_s);
+  }
   return write_stdout(text) ? 0 : 1;
 }
 

@@ -1,0 +1,222 @@
+#include "tools/sim_paging.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <tuple>
+
+#include "base/tunables.h"
+
+namespace gshare::sim {
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+struct JobState {
+  uint64_t left_ns = 0;
+  uint64_t iteration_ns = 0;
+  uint64_t arrival_ns = 0;
+  uint64_t bytes = 0;  // F = P + E
+  uint64_t last_run_ns = 0;
+  bool started = false, resident = false, done = false;
+};
+
+uint64_t copy_ns(uint64_t bytes, const PagingModel& model) {
+  return uint64_t(double(bytes) / (model.gb_per_s * 1e9) * 1e9);
+}
+
+// The next job to run from `cursor` on (by turns, cyclically; to
+// completion, the first in order), among those arrived and not done; -1 if
+// none has arrived.
+int next_job(const std::vector<JobState>& jobs, const Schedule& s, size_t cursor, uint64_t now) {
+  const size_t n = s.order.size();
+  for (size_t k = 0; k < n; ++k) {
+    int j = s.order[s.by_turns ? (cursor + k) % n : k];
+    if (!jobs[j].done && jobs[j].arrival_ns <= now) return j;
+  }
+  return -1;
+}
+
+bool better(const PagingResult& a, const PagingResult& b) {
+  return std::tie(a.makespan_ns, a.swapped_bytes) < std::tie(b.makespan_ns, b.swapped_bytes);
+}
+
+}  // namespace
+
+PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const PagingModel& model) {
+  PagingResult result;
+  std::vector<JobState> jobs(trace.jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const TraceJob& t = trace.jobs[i];
+    jobs[i].iteration_ns = uint64_t(t.iteration_ms * 1e6);
+    jobs[i].left_ns = jobs[i].iteration_ns * t.iterations;
+    jobs[i].arrival_ns = uint64_t(t.arrival_s * 1e9);
+    jobs[i].bytes = (t.persistent_mib + t.ephemeral_mib) * kMiB;
+  }
+  const uint64_t capacity = trace.capacity_mib * kMiB;
+  const uint64_t quantum_ns = uint64_t(trace.quantum_ms * 1e6);
+  const uint64_t handover_ns = uint64_t(trace.handover_ms * 1e6);
+  uint64_t now = 0, used = 0, prev_compute = 0;
+  int prev = -1;
+  size_t cursor = 0, left = jobs.size();
+  while (left > 0) {
+    int j = next_job(jobs, schedule, cursor, now);
+    if (j < 0) {
+      uint64_t next = UINT64_MAX;
+      for (const JobState& s : jobs)
+        if (!s.done) next = std::min(next, s.arrival_ns);
+      now = next;
+      continue;
+    }
+    JobState& job = jobs[j];
+    // Room, least recently run first, never the job about to run.
+    uint64_t out_bytes = 0, in_bytes = 0;
+    bool evicted_prev = false;
+    if (!job.resident) {
+      while (capacity && used + job.bytes > capacity) {
+        int victim = -1;
+        for (size_t k = 0; k < jobs.size(); ++k)
+          if (int(k) != j && jobs[k].resident &&
+              (victim < 0 || jobs[k].last_run_ns < jobs[victim].last_run_ns))
+            victim = int(k);
+        if (victim < 0) break;  // check_capacity rules this out
+        jobs[victim].resident = false;
+        used -= jobs[victim].bytes;
+        out_bytes += jobs[victim].bytes;
+        if (victim == prev) evicted_prev = true;
+      }
+      if (job.started) {
+        in_bytes = job.bytes;
+        result.page_ins++;
+      }
+      job.resident = true;
+      used += job.bytes;
+    }
+    const uint64_t copies = copy_ns(out_bytes, model) + copy_ns(in_bytes, model);
+    // Prefetch overlaps the previous turn only where the copies' room was
+    // there during it: the previous job not paged out, and its memory (if
+    // it has ended since) fitting beside this job's.
+    uint64_t stall = copies;
+    const bool room_during_prev =
+        prev >= 0 && !evicted_prev &&
+        (!capacity || used + (jobs[prev].done ? jobs[prev].bytes : 0) <= capacity);
+    if (model.prefetch && prev != j && room_during_prev)
+      stall = copies > prev_compute ? copies - prev_compute : 0;
+    if (prev != j) now += handover_ns;
+    now += stall;
+    result.stall_ns += stall;
+    result.swapped_bytes += out_bytes + in_bytes;
+    uint64_t compute = job.left_ns;
+    if (schedule.by_turns) {
+      // As live (rules/policy.h): a turn pays for its switch, at least
+      // kTurnPerSwitchCost times what the switch cost, up to kMaxTurnNs.
+      uint64_t turn = std::max(quantum_ns, std::min(tunables::kTurnPerSwitchCost * (stall + handover_ns),
+                                                    tunables::kMaxTurnNs));
+      uint64_t iters = std::max<uint64_t>(1, (turn + job.iteration_ns - 1) / job.iteration_ns);
+      compute = std::min(compute, iters * job.iteration_ns);
+    }
+    now += compute;
+    job.left_ns -= compute;
+    job.started = true;
+    job.last_run_ns = now;
+    prev = j;
+    prev_compute = compute;
+    if (job.left_ns == 0) {
+      job.done = true;
+      job.resident = false;
+      used -= job.bytes;
+      --left;
+    }
+    size_t at = size_t(std::find(schedule.order.begin(), schedule.order.end(), j) - schedule.order.begin());
+    cursor = at + 1;
+  }
+  result.makespan_ns = now;
+  return result;
+}
+
+Schedule policy_schedule(const Trace& trace, const std::string& policy) {
+  Schedule s;
+  s.order.resize(trace.jobs.size());
+  std::iota(s.order.begin(), s.order.end(), 0);
+  const auto& jobs = trace.jobs;
+  auto by_arrival = [&](int a, int b) { return jobs[a].arrival_s < jobs[b].arrival_s; };
+  std::stable_sort(s.order.begin(), s.order.end(), by_arrival);
+  if (policy == "srtf") {
+    std::stable_sort(s.order.begin(), s.order.end(), [&](int a, int b) {
+      return jobs[a].iteration_ms * double(jobs[a].iterations) < jobs[b].iteration_ms * double(jobs[b].iterations);
+    });
+  } else if (policy == "priority") {
+    std::stable_sort(s.order.begin(), s.order.end(),
+                     [&](int a, int b) { return jobs[a].priority > jobs[b].priority; });
+  }
+  s.by_turns = policy == "fair" || policy == "pack";
+  return s;
+}
+
+Schedule search_schedule(const Trace& trace, const PagingModel& model, const SearchOptions& options,
+                         PagingResult* best_result) {
+  const int n = int(trace.jobs.size());
+  std::mt19937_64 random(options.seed);
+  struct Member {
+    Schedule schedule;
+    PagingResult result;
+  };
+  auto evaluate = [&](Schedule s) { return Member{s, simulate_paging(trace, s, model)}; };
+  std::vector<Member> population;
+  for (const char* policy : {"fifo", "srtf", "priority", "fair"})
+    population.push_back(evaluate(policy_schedule(trace, policy)));
+  while (int(population.size()) < std::max(options.population, 4)) {
+    Schedule s = policy_schedule(trace, "fifo");
+    std::shuffle(s.order.begin(), s.order.end(), random);
+    s.by_turns = random() % 2 == 0;
+    population.push_back(evaluate(s));
+  }
+  auto pick = [&]() -> const Member& {  // tournament of three
+    const Member* best = nullptr;
+    for (int k = 0; k < 3; ++k) {
+      const Member& m = population[random() % population.size()];
+      if (!best || better(m.result, best->result)) best = &m;
+    }
+    return *best;
+  };
+  std::uniform_real_distribution<double> chance(0, 1);
+  for (int g = 0; g < options.generations && n > 1; ++g) {
+    std::sort(population.begin(), population.end(),
+              [](const Member& a, const Member& b) { return better(a.result, b.result); });
+    std::vector<Member> next(population.begin(), population.begin() + 2);  // the best stay
+    while (next.size() < population.size()) {
+      const Schedule& a = pick().schedule;
+      const Schedule& b = pick().schedule;
+      // Order crossover: a slice of a, the rest in b's order.
+      int lo = int(random() % n), hi = int(random() % n);
+      if (lo > hi) std::swap(lo, hi);
+      Schedule child;
+      child.order.assign(n, -1);
+      std::vector<bool> taken(n, false);
+      for (int k = lo; k <= hi; ++k) {
+        child.order[k] = a.order[k];
+        taken[a.order[k]] = true;
+      }
+      int fill = 0;
+      for (int job : b.order) {
+        if (taken[job]) continue;
+        while (child.order[fill] != -1) ++fill;
+        child.order[fill] = job;
+      }
+      child.by_turns = random() % 2 ? a.by_turns : b.by_turns;
+      // Mutation: two jobs swap places (still a permutation), or the mode flips.
+      if (chance(random) < options.mutation) std::swap(child.order[random() % n], child.order[random() % n]);
+      if (chance(random) < options.mutation / 4) child.by_turns = !child.by_turns;
+      next.push_back(evaluate(child));
+    }
+    population = std::move(next);
+  }
+  const Member* best = &population[0];
+  for (const Member& m : population)
+    if (better(m.result, best->result)) best = &m;
+  if (best_result) *best_result = best->result;
+  return best->schedule;
+}
+
+}  // namespace gshare::sim
