@@ -85,10 +85,11 @@ class Ranges {
 
 // The device's movable allocations that are resident (`paged` false) or
 // paged out (`paged` true). Call with the movable-memory lock held.
-void collect(int device, bool paged, Ranges* out) {
+void collect(int device, bool paged, Ranges* out, bool persistent_only = false) {
   ledger().for_each([&](Allocation& a) {
     if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device) return;
     if ((a.paged != 0) != paged) return;
+    if (persistent_only && a.paged != kPagedPersistent) return;
     out->add({a.key, a.extent, a.handle, a.host_copy, a.context, a.paged, a.persistent});
   });
 }
@@ -313,6 +314,18 @@ void page_out(Device& device) {
               double(total) / MiB, ranges.size(), double(took) / 1e6);
 }
 
+// What of `device`'s memory is out now, by class ([0] ephemeral, [1]
+// persistent). Takes the movable-memory lock.
+void paged_bytes(const Device& device, uint64_t want[2]) {
+  want[0] = want[1] = 0;
+  lock_movable_memory();
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind == AllocationKind::kDevice && a.movable && a.paged && a.device == device.ordinal)
+      want[a.paged == kPagedPersistent] += a.extent;
+  });
+  unlock_movable_memory();
+}
+
 // Reserves what comes back, both classes or neither: a job paging in
 // never holds part of its room while it waits for the rest.
 shm::ReserveResult reserve_both(DeviceAccount& account, const uint64_t want[2]) {
@@ -338,7 +351,7 @@ uint64_t short_by(const shm::ReserveResult& r, uint64_t bytes) {
 // cannot deadlock: the room it waits for holding the token comes from
 // pagers, which need no token. Held for kPageInHoldNs with no page-out
 // under way for it, the token goes on. False at the deadline.
-bool wait_for_room(Device& device, const uint64_t want[2], uint64_t deadline) {
+bool wait_for_room(Device& device, uint64_t want[2], uint64_t deadline) {
   DeviceAccount& account = device.account;
   Arbiter& arbiter = account.arbiter();
   Region& r = *arbiter.region();
@@ -348,6 +361,9 @@ bool wait_for_room(Device& device, const uint64_t want[2], uint64_t deadline) {
                             r.header.reserved_bytes};
   for (;;) {
     uint64_t now = mono_now_ns();
+    // A prefetch may have brought part back meanwhile (prefetch below).
+    paged_bytes(device, want);
+    if (want[0] + want[1] == 0) return true;
     if (!scheduler::holds_token(arbiter)) {
       held_since = 0;
       if (now >= deadline) break;
@@ -401,9 +417,12 @@ CUresult copy_in(Device& device, Ranges& ranges, size_t* backed) {
   return result;
 }
 
-// Brings `device`'s paged-out memory back. Called by a thread about to
-// touch device memory.
-CUresult page_in(Device& device) {
+// Brings `device`'s paged-out memory back. From a thread about to touch
+// device memory (`prefetch` false): it waits for its turn and for room. From
+// the pager thread, ahead of the job's turn (`prefetch` true): only if the
+// room is free now, taking nothing from anyone; CUDA_ERROR_NOT_READY if
+// not.
+CUresult page_in(Device& device, bool prefetch) {
   Arbiter& arbiter = device.account.arbiter();
   const uint64_t started = mono_now_ns();
   // Busy while it pages in, like a thread in a host sync: a job that holds
@@ -414,24 +433,28 @@ CUresult page_in(Device& device) {
     explicit Busy(Slot* s) : slot(s) { slot->gpu_waits.fetch_add(1, std::memory_order_relaxed); }
     ~Busy() { slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed); }
   } busy(arbiter.slot());
-  // What is out, by class. Frees while we wait only make it less.
-  uint64_t want[2] = {0, 0};  // [0] ephemeral, [1] persistent
-  lock_movable_memory();
-  ledger().for_each([&](Allocation& a) {
-    if (a.kind == AllocationKind::kDevice && a.movable && a.paged && a.device == device.ordinal)
-      want[a.paged == kPagedPersistent] += a.extent;
-  });
-  unlock_movable_memory();
+  // What is out, by class: what is reserved below. Frees and a prefetch
+  // make it less meanwhile; the surplus goes back after the copies.
+  uint64_t want[2];
+  paged_bytes(device, want);
   const MemoryClass classes[2] = {MemoryClass::kEphemeral, MemoryClass::kPersistent};
-  set_residency(arbiter, shm::kPagingIn);
-  bool got = wait_for_room(device, want, started + g_wait_ns);
-  if (!got) {
-    set_residency(arbiter, shm::kPagedOut);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (prefetch) {
+    // Persistent memory only: ephemeral memory is taken in turn, or a job
+    // waiting for its turn could take its lane's space from the runner.
+    want[0] = 0;
+    if (want[1] == 0 || reserve_both(device.account, want).status != shm::ReserveStatus::kGranted)
+      return CUDA_ERROR_NOT_READY;
+    set_residency(arbiter, shm::kPagingIn);
+  } else {
+    set_residency(arbiter, shm::kPagingIn);
+    if (!wait_for_room(device, want, started + g_wait_ns)) {
+      set_residency(arbiter, shm::kPagedOut);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
   }
   lock_movable_memory();
   Ranges ranges(count_movable(device.ordinal));
-  collect(device.ordinal, true, &ranges);
+  collect(device.ordinal, true, &ranges, /*persistent_only=*/prefetch);
   uint64_t restored[2] = {0, 0};
   size_t backed = 0;
   CUresult result = ranges.ok() ? copy_in(device, ranges, &backed) : CUDA_ERROR_OUT_OF_MEMORY;
@@ -450,7 +473,14 @@ CUresult page_in(Device& device) {
     if (want[k] > restored[k]) arbiter.rollback(want[k] - restored[k], classes[k]);
   const uint64_t total = restored[0] + restored[1];
   if (total) arbiter.commit(total, 0);
-  const bool all = backed == ranges.size() && result == CUDA_SUCCESS;
+  const bool ok = backed == ranges.size() && result == CUDA_SUCCESS;
+  // A prefetch leaves the ephemeral part out, for the job's turn.
+  bool left_out = false;
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind == AllocationKind::kDevice && a.movable && a.paged && a.device == device.ordinal)
+      left_out = true;
+  });
+  const bool all = ok && !left_out;
   if (all) g_paged_devices.fetch_and(~bit_of(device.ordinal), std::memory_order_seq_cst);
   const uint64_t took = mono_now_ns() - started;
   arbiter.update([&] {
@@ -462,15 +492,15 @@ CUresult page_in(Device& device) {
   });
   note_movable_resident(device, int64_t(total));
   unlock_movable_memory();
-  if (!all) {
+  if (!ok) {
     GSHARE_WARN("GPU %s: paging in failed (error %d) after %.1f of %.1f MiB: the call that needed "
                 "the memory gets CUDA_ERROR_OUT_OF_MEMORY",
                 device.uuid, int(result), double(total) / MiB,
                 double(want[0] + want[1]) / MiB);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  GSHARE_INFO("GPU %s: paged in %.1f MiB in %.1f ms", device.uuid, double(total) / MiB,
-              double(took) / 1e6);
+  GSHARE_INFO("GPU %s: %s %.1f MiB in %.1f ms", device.uuid, prefetch ? "prefetched" : "paged in",
+              double(total) / MiB, double(took) / 1e6);
   return CUDA_SUCCESS;
 }
 
@@ -483,10 +513,24 @@ CUresult page_in_all() {
   for_each_attached_device([&](Device& device) {
     if (result != CUDA_SUCCESS || !device.account.shared()) return;
     if (!(g_paged_devices.load(std::memory_order_acquire) & bit_of(device.ordinal))) return;
-    result = page_in(device);
+    result = page_in(device, /*prefetch=*/false);
   });
   pthread_mutex_unlock(&g_page_in_mutex);
   return result;
+}
+
+// Prefetch: a paged-out job that waits for its turn (a thread waits for
+// the token, often inside its own page-in) gets its persistent memory back
+// ahead of it, copying while the job that runs computes, if the room is
+// free now: it takes room from no one, so the runner keeps running. Its
+// ephemeral memory waits for its turn, as ephemeral memory always does.
+// Restores of the pager and of a page-in are serialised by the movable-
+// memory lock, and a page-in counts what is still out at every look.
+void prefetch(Device& device) {
+  if (!(g_paged_devices.load(std::memory_order_acquire) & bit_of(device.ordinal))) return;
+  const Slot* slot = device.account.slot();
+  if (__atomic_load_n(&slot->job_state, __ATOMIC_RELAXED) != shm::kJobWaiting) return;
+  page_in(device, /*prefetch=*/true);
 }
 
 void* pager_loop(void*) {
@@ -506,9 +550,12 @@ void* pager_loop(void*) {
         seen = word->load(std::memory_order_acquire);
       }
       uint32_t asked = __atomic_load_n(&slot->page_out_requests, __ATOMIC_RELAXED);
-      if (asked == __atomic_load_n(&slot->page_out_acks, __ATOMIC_RELAXED)) return;
-      arbiter.update([&] { slot->page_out_acks = asked; });
-      page_out(device);
+      if (asked != __atomic_load_n(&slot->page_out_acks, __ATOMIC_RELAXED)) {
+        arbiter.update([&] { slot->page_out_acks = asked; });
+        page_out(device);
+      } else {
+        prefetch(device);
+      }
     });
     if (word) shm::futex_wait(word, seen, kPagerPollNs);
     else {
@@ -611,7 +658,10 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
       const Slot& s = r.slots[i];
       if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-      if (s.residency != shm::kResident || s.movable_bytes == 0) continue;
+      // Resident, or paged out in part (a prefetch brought its persistent
+      // memory back ahead of its turn).
+      if (s.residency != shm::kResident && s.residency != shm::kPagedOut) continue;
+      if (s.movable_bytes == 0) continue;
       if (s.page_out_requests != s.page_out_acks) continue;
       if (s.job_state == shm::kJobRunning) continue;
       // Idle by the token, but still copying: not yet.

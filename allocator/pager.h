@@ -29,6 +29,9 @@
 // memory at the same addresses and copies its data back. Only then does the
 // call go on: a kernel never runs against memory that is not there.
 //
+// Prefetch. A paged-out job waiting for its turn gets its persistent
+// memory back ahead of it from its pager thread, when the room is free now.
+//
 // Host memory. Pinned host copies are kept for the allocation's life, so
 // that later page-outs cost no pinning; the jobs of one GPU hold at most
 // GSHARE_HOST_MEM_LIMIT of them together. A page-out that would pass it is

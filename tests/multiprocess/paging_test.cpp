@@ -98,6 +98,38 @@ TEST_CASE("a job paged out mid-iteration resumes with its step's memory intact",
   CHECK(mid_step);
 }
 
+TEST_CASE("a paged-out job waiting for its turn is prefetched once room frees", "[paging]") {
+  // Under priority, B (60 MiB kept, a step of 32 MiB) runs steadily and A
+  // (100 MiB kept, nothing per step, so never paged out mid-step) waits for
+  // its turn until B ends. C, higher still, takes 100 MiB that
+  // cannot move (a pitched allocation): only A, not running, can give it,
+  // and is paged out. Once C frees it, A, still waiting for its turn, gets
+  // its kept memory back ahead of that turn.
+  TestGpu gpu(256 * kMiB);
+  Client a(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "0"}}));
+  Client b(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "10"}}));
+  Client c(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "20"}}));
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  REQUIRE(c.send("init") == "init ok");
+  a.post("pagetrain 60 100M 2 2 20000 0");
+  // A's kept memory classified persistent: what a prefetch brings back.
+  await(gpu, "A's memory classified", [&] {
+    nlohmann::json p = gpu.top_process(a.pid());
+    return !p.is_null() && p.value("memory_provisional", true) == false &&
+           p.value("persistent_bytes", uint64_t(0)) >= 100 * kMiB;
+  });
+  b.post("pagetrain 60 60M 2 2 20000 0 32M 1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  REQUIRE(starts_with(c.send("pitch 1048576 100 x", 60), "pitch ok x"));
+  REQUIRE(c.send("free x") == "free ok");
+  CHECK(starts_with(b.reply(120), "pagetrain ok 60 "));
+  CHECK(starts_with(a.reply(120), "pagetrain ok 60 "));
+  INFO(a.stderr_text());
+  CHECK(a.stderr_text().find("paged out") != std::string::npos);
+  CHECK(a.stderr_text().find("prefetched") != std::string::npos);
+}
+
 TEST_CASE("a job killed in its page-out or its page-in leaves the others running", "[paging]") {
   for (const char* when : {"paging out", "paging in"}) {
     INFO("killed while " << when);
