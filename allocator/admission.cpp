@@ -8,7 +8,7 @@
 #include "allocator/framework_caches.h"
 #include "allocator/framework_classes.h"
 #include "allocator/movable_memory.h"
-#include "allocator/pager.h"
+#include "allocator/page_requests.h"
 #include "allocator/pools.h"
 #include "allocator/python_api.h"
 #include "base/driver_api.h"
@@ -272,7 +272,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     // not compete at all.
     const bool contends = result.status != ReserveStatus::kInadmissible;
     // Under paging, jobs that are not running can make room: the holder
-    // asks them and waits for them with its token (allocator/pager.h), busy.
+    // asks them and waits for them with its token (allocator/page_requests.h), busy.
     if (paging_enabled() && scheduler::holds_token(arbiter)) {
       ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
       if (keep_token_for_room(arbiter, &token_kept_since, now)) {

@@ -12,6 +12,7 @@
 #include "allocator/classifier.h"
 #include "allocator/devices.h"
 #include "allocator/movable_memory.h"
+#include "allocator/page_requests.h"
 #include "allocator/tracked_memory.h"
 #include "base/clock.h"
 #include "base/driver_api.h"
@@ -33,7 +34,6 @@ using shm::Slot;
 namespace {
 
 constexpr double MiB = 1024.0 * 1024.0;
-using tunables::kAskPageOutAgainNs;
 using tunables::kDrainWaitNs;
 using tunables::kPageInHoldNs;
 using tunables::kPagerPollNs;
@@ -192,20 +192,6 @@ void set_residency(Arbiter& arbiter, shm::Residency residency) {
 
 
 
-// Whether another job is paging out, or has been asked to and not yet
-// answered: room on its way.
-bool room_on_its_way(Arbiter& arbiter) {
-  const Region& r = *arbiter.region();
-  for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
-    const Slot& s = r.slots[i];
-    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-    if (s.residency == shm::kPagingOut) return true;
-    if (s.residency == shm::kResident && __atomic_load_n(&s.page_out_requests, __ATOMIC_RELAXED) !=
-                                            __atomic_load_n(&s.page_out_acks, __ATOMIC_RELAXED))
-      return true;
-  }
-  return false;
-}
 
 // Copies each range to its pinned host copy (made now for a range that
 // has none) on a stream of its own, after the job's queued work: one
@@ -618,75 +604,7 @@ void end_device_work(const DeviceWork& work) {
 
 bool paged_out() { return g_paged_devices.load(std::memory_order_relaxed) != 0; }
 
-bool keep_token_for_room(Arbiter& arbiter, uint64_t* held_since, uint64_t now) {
-  if (!paging_enabled() || !scheduler::holds_token(arbiter)) {
-    *held_since = 0;
-    return false;
-  }
-  if (*held_since == 0 || room_on_its_way(arbiter)) *held_since = now;
-  if (now - *held_since <= kPageInHoldNs) return true;
-  *held_since = 0;
-  return false;
-}
 
-void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns) {
-  if (!paging_enabled()) return;
-  const uint64_t now = mono_now_ns();
-  if (*asked_at_ns != 0 && now - *asked_at_ns < kAskPageOutAgainNs) return;
-  *asked_at_ns = now;
-  Region& r = *arbiter.region();
-  arbiter.update([&] {
-    // Room already on its way: page-outs asked for and not yet answered,
-    // or under way. Only the rest is asked for.
-    uint64_t coming = 0;
-    for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
-      const Slot& s = r.slots[i];
-      if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-      if (s.residency == shm::kPagingOut ||
-          (s.residency == shm::kResident && s.page_out_requests != s.page_out_acks))
-        coming += s.movable_bytes;
-    }
-    if (coming >= short_bytes) return;
-    // Jobs that could give room: not running, movable memory on the GPU.
-    // One inside a host sync counts (the page-out drains its work first),
-    // and so does one that waits for memory itself:
-    // it touches none while it waits, and holding part of what it needs it
-    // could keep the runner from its own. Idle ones first (they may not
-    // come back for long), then the ones holding the most.
-    int order[shm::kMaxSlots];
-    int n = 0;
-    for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
-      const Slot& s = r.slots[i];
-      if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-      // Resident, or paged out in part (a prefetch brought its persistent
-      // memory back ahead of its turn).
-      if (s.residency != shm::kResident && s.residency != shm::kPagedOut) continue;
-      if (s.movable_bytes == 0) continue;
-      if (s.page_out_requests != s.page_out_acks) continue;
-      if (s.job_state == shm::kJobRunning) continue;
-      // Idle by the token, but still copying: not yet.
-      if (s.job_state == shm::kJobIdle &&
-          now - s.last_device_work_mono_ns.load(std::memory_order_relaxed) < s.idle_ns)
-        continue;
-      if (shm::holds_any_token(r.header, i)) continue;
-      order[n++] = int(i);
-    }
-    std::sort(order, order + n, [&](int a, int b) {
-      const Slot& x = r.slots[a];
-      const Slot& y = r.slots[b];
-      const bool x_idle = x.job_state == shm::kJobIdle, y_idle = y.job_state == shm::kJobIdle;
-      if (x_idle != y_idle) return x_idle;
-      return x.movable_bytes > y.movable_bytes;
-    });
-    uint64_t asked = coming;
-    for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
-      Slot& s = r.slots[order[k]];
-      s.page_out_requests++;
-      asked += s.movable_bytes;
-    }
-    if (asked > coming) shm::wake_waiters(r.header);
-  });
-}
 
 void note_movable_resident(Device& device, int64_t bytes) {
   Slot* slot = device.account.slot();

@@ -8,7 +8,7 @@
 // would fail, or the bytes are held) asks jobs that hold movable memory
 // and no token (switched out, idle, or itself waiting for memory)
 // for room: enough of them, idle ones first, then the ones holding the
-// most (ask_for_page_outs). Each asked job's pager thread pages it out,
+// most (allocator/page_requests.h). Each asked job's pager thread pages it out,
 // unless it holds a token by then: a running job is never paged out.
 //
 // How. The page-out closes the job's device work first: every launch,
@@ -72,18 +72,6 @@ void end_device_work(const DeviceWork& work);
 
 // Whether some of this process's movable memory is not on the GPU now.
 bool paged_out();
-
-// From a wait for memory on `arbiter` that is `short_bytes` short: asks
-// jobs that are not running to page out (see above), at most every
-// 100 ms, counting the room already on its way. `asked_at_ns` keeps the time of the last ask across calls.
-void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
-
-// The exception to the resource order under paging: a job that holds its
-// token and waits for room may keep the token while page-outs are under way
-// for it (the room comes from pagers, which need no token), and for at most
-// a second with none. True: keep waiting with the token; `held_since`
-// (0 at first) keeps the time across calls.
-bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t* held_since, uint64_t now);
 
 // `bytes` more (or fewer) resident movable bytes on `device`.
 void note_movable_resident(Device& device, int64_t bytes);

@@ -12,7 +12,7 @@ namespace gshare::tunables {
 inline constexpr uint64_t kPollNs = 50'000'000;          // re-check at least this often
 inline constexpr uint64_t kAskAgainNs = 1'000'000'000;   // repeat release requests while short
 
-// --- Paging to host memory (allocator/pager.cpp) ---
+// --- Paging to host memory (allocator/pager.cpp, allocator/page_requests.cpp) ---
 // How long a page-out waits for the device calls already inside the driver
 // (enqueues, and synchronous copies waiting for the job's own work).
 inline constexpr uint64_t kDrainWaitNs = 2'000'000'000;

@@ -1,0 +1,32 @@
+// Who asks whom for room under paging (allocator/pager.h): a job whose
+// memory does not fit asks jobs that are not running to page out, and may
+// keep its token while that room is on its way. The pager threads of the
+// jobs asked answer; this is only the asking.
+#pragma once
+
+#include <cstdint>
+
+#include "shm/arbiter.h"
+
+namespace gshare::allocator {
+
+// From a wait for memory on `arbiter` that is `short_bytes` short: asks
+// jobs that hold movable memory and no token, are not running and are not
+// still copying (idle ones first, then the largest), until what they hold
+// covers the shortfall; at most every kAskPageOutAgainNs, counting the room
+// already on its way. `asked_at_ns` (0 at first) keeps the time of the last
+// ask across calls. Does nothing without paging.
+void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
+
+// Whether another job is paging out, or has been asked to and not yet
+// answered: room on its way.
+bool room_on_its_way(const shm::Arbiter& arbiter);
+
+// The exception to the resource order under paging: a job that holds its
+// token and waits for room may keep the token while page-outs are under way
+// for it (the room comes from pagers, which need no token), and for at most
+// kPageInHoldNs with none. True: keep waiting with the token; `held_since`
+// (0 at first) keeps the time across calls.
+bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t* held_since, uint64_t now);
+
+}  // namespace gshare::allocator
