@@ -1,7 +1,6 @@
 #include "allocator/pager.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include "allocator/movable_memory.h"
 #include "allocator/page_requests.h"
 #include "allocator/tracked_memory.h"
+#include "base/background_thread.h"
 #include "base/clock.h"
 #include "base/driver_api.h"
 #include "base/log.h"
@@ -520,9 +520,6 @@ void prefetch(Device& device) {
 }
 
 void* pager_loop(void*) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   for (;;) {
     std::atomic<uint32_t>* word = nullptr;
     uint32_t seen = 0;
@@ -563,18 +560,10 @@ void configure_pager(const Options& options) {
 
 void start_pager() {
   if (!paging_enabled() || g_pager_started.exchange(true)) return;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  if (pthread_create(&thread, &attr, pager_loop, nullptr) != 0) {
+  if (!start_background_thread(pager_loop, "gshare-pager")) {
     GSHARE_WARN("cannot start the pager thread: this job is never paged out");
     g_pager_started.store(false);
-  } else {
-    pthread_setname_np(thread, "gshare-pager");
   }
-  pthread_attr_destroy(&attr);
 }
 
 void forget_pager_after_fork() {

@@ -1,7 +1,5 @@
 #include "runtime/upkeep.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include "allocator/devices.h"
 #include "allocator/pager.h"
 #include "allocator/pools.h"
+#include "base/background_thread.h"
 #include "base/log.h"
 #include "base/tunables.h"
 #include "runtime/launch_gate.h"
@@ -27,10 +26,6 @@ using tunables::kMinTicksPerContextRefresh;
 using tunables::kMaxTicksPerContextRefresh;
 
 void* upkeep_loop(void*) {
-  // Keep the program's signals for the program's own threads.
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   unsigned context_every = kMinTicksPerContextRefresh, context_next = 0;
   for (unsigned tick = 0;; ++tick) {
     timespec pause{0, kTickNs};
@@ -60,19 +55,11 @@ void* upkeep_loop(void*) {
 void start_upkeep() {
   allocator::start_pager();  // with paging on: answers page-out requests
   if (g_started.exchange(true)) return;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  pthread_t thread;
-  if (pthread_create(&thread, &attr, upkeep_loop, nullptr) != 0) {
+  if (!start_background_thread(upkeep_loop, "gshare-upkeep")) {
     GSHARE_WARN("cannot start the upkeep thread: dead processes are reclaimed only when "
                 "this process allocates");
     g_started.store(false);
-  } else {
-    pthread_setname_np(thread, "gshare-upkeep");
   }
-  pthread_attr_destroy(&attr);
 }
 
 void forget_upkeep_after_fork() { g_started.store(false); }

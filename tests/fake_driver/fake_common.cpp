@@ -75,6 +75,21 @@ void read_size_var(const char* name, uint64_t* out, bool allow_zero) {
   *out = parsed;
 }
 
+// A whole number from 0 to 10000000 in variable `name`, into *out; a
+// malformed one is reported and *out keeps its default.
+void read_rate(const char* name, uint64_t* out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || n > 10'000'000 || v[0] == '-') {
+    warn_bad(name, v, "an integer from 0 to 10000000");
+  } else {
+    *out = n;
+  }
+}
+
 }  // namespace
 
 Config read_config() {
@@ -101,26 +116,8 @@ Config read_config() {
   if (const char* v = std::getenv("FAKE_CUDA_TRACE"); v != nullptr && *v) {
     c.trace_path = v;
   }
-  if (const char* v = std::getenv("FAKE_CUDA_ALLOC_US_PER_GIB"); v != nullptr && *v) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n > 10'000'000 || v[0] == '-') {
-      warn_bad("FAKE_CUDA_ALLOC_US_PER_GIB", v, "an integer from 0 to 10000000");
-    } else {
-      c.alloc_us_per_gib = n;
-    }
-  }
-  if (const char* v = std::getenv("FAKE_CUDA_COPY_MBPS"); v != nullptr && *v) {
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n > 10'000'000 || v[0] == '-') {
-      warn_bad("FAKE_CUDA_COPY_MBPS", v, "an integer from 0 to 10000000");
-    } else {
-      c.copy_mb_per_s = n;
-    }
-  }
+  read_rate("FAKE_CUDA_ALLOC_US_PER_GIB", &c.alloc_us_per_gib);
+  read_rate("FAKE_CUDA_COPY_MBPS", &c.copy_mb_per_s);
   return c;
 }
 
