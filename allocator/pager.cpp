@@ -301,14 +301,19 @@ void page_out(Device& device) {
 }
 
 // What of `device`'s memory is out now, by class ([0] ephemeral, [1]
-// persistent). Takes the movable-memory lock.
-void paged_bytes(const Device& device, uint64_t want[2]) {
+// persistent). Call with the movable-memory lock held.
+void paged_bytes_locked(const Device& device, uint64_t want[2]) {
   want[0] = want[1] = 0;
-  lock_movable_memory();
   ledger().for_each([&](Allocation& a) {
     if (a.kind == AllocationKind::kDevice && a.movable && a.paged && a.device == device.ordinal)
       want[a.paged == kPagedPersistent] += a.extent;
   });
+}
+
+// The same, taking the lock.
+void paged_bytes(const Device& device, uint64_t want[2]) {
+  lock_movable_memory();
+  paged_bytes_locked(device, want);
   unlock_movable_memory();
 }
 
@@ -461,12 +466,9 @@ CUresult page_in(Device& device, bool prefetch) {
   if (total) arbiter.commit(total, 0);
   const bool ok = backed == ranges.size() && result == CUDA_SUCCESS;
   // A prefetch leaves the ephemeral part out, for the job's turn.
-  bool left_out = false;
-  ledger().for_each([&](Allocation& a) {
-    if (a.kind == AllocationKind::kDevice && a.movable && a.paged && a.device == device.ordinal)
-      left_out = true;
-  });
-  const bool all = ok && !left_out;
+  uint64_t still_out[2];
+  paged_bytes_locked(device, still_out);
+  const bool all = ok && still_out[0] + still_out[1] == 0;
   if (all) g_paged_devices.fetch_and(~bit_of(device.ordinal), std::memory_order_seq_cst);
   const uint64_t took = mono_now_ns() - started;
   arbiter.update([&] {
