@@ -46,6 +46,7 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
   if (*asked_at_ns != 0 && now - *asked_at_ns < kAskPageOutAgainNs) return;
   *asked_at_ns = now;
   Region& r = *arbiter.region();
+  const int next = scheduler::next_in_line(arbiter);
   arbiter.update([&] {
     // Room already on its way: page-outs asked for and not yet answered,
     // or under way. Only the rest is asked for.
@@ -63,7 +64,7 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     // and so does one that waits for memory itself:
     // it touches none while it waits, and holding part of what it needs it
     // could keep the runner from its own. Idle ones first (they may not
-    // come back for long), then the ones holding the most.
+    // come back for long), then as the header says.
     int order[shm::kMaxSlots];
     int n = 0;
     for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
@@ -83,10 +84,12 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
       order[n++] = int(i);
     }
     std::sort(order, order + n, [&](int a, int b) {
+      if ((a == next) != (b == next)) return b == next;
       const Slot& x = r.slots[a];
       const Slot& y = r.slots[b];
       const bool x_idle = x.job_state == shm::kJobIdle, y_idle = y.job_state == shm::kJobIdle;
       if (x_idle != y_idle) return x_idle;
+      if (x.accounted_mono_ns != y.accounted_mono_ns) return x.accounted_mono_ns > y.accounted_mono_ns;
       return x.movable_bytes > y.movable_bytes;
     });
     uint64_t asked = coming;
@@ -97,6 +100,26 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     }
     if (asked > coming) shm::wake_waiters(r.header);
   });
+}
+
+bool ask_for_host_copies(Arbiter& arbiter) {
+  Region& r = *arbiter.region();
+  bool asked = false;
+  arbiter.update([&] {
+    for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
+      Slot& s = r.slots[i];
+      if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
+      if (s.residency != shm::kResident || s.host_paging_bytes == 0) continue;
+      if (s.host_release_requests != s.host_release_acks) {
+        asked = true;  // asked before, not answered yet
+        continue;
+      }
+      s.host_release_requests++;
+      asked = true;
+    }
+    if (asked) shm::wake_waiters(r.header);
+  });
+  return asked;
 }
 
 }  // namespace gshare::allocator

@@ -12,11 +12,20 @@ namespace gshare::allocator {
 
 // From a wait for memory on `arbiter` that is `short_bytes` short: asks
 // jobs that hold movable memory and no token, are not running and are not
-// still copying (idle ones first, then the largest), until what they hold
-// covers the shortfall; at most every kAskPageOutAgainNs, counting the room
-// already on its way. `asked_at_ns` (0 at first) keeps the time of the last
-// ask across calls. Does nothing without paging.
+// still copying, until what they hold covers the shortfall; at most every
+// kAskPageOutAgainNs, counting the room already on its way. `asked_at_ns`
+// (0 at first) keeps the time of the last ask across calls. Does nothing
+// without paging. Whom first: idle jobs (they may not come back for long),
+// then the one whose turn ended last (by turns, it runs again last), then
+// the largest; the job the policy runs next (scheduler::next_in_line)
+// only when no other will do.
 void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
+
+// A page-out needs pinned host memory the GPU's paged jobs already hold
+// up to GSHARE_HOST_MEM_LIMIT: asks the resident jobs that keep host copies
+// of their memory (a faster next page-out) to free them. Says whether any
+// was asked.
+bool ask_for_host_copies(shm::Arbiter& arbiter);
 
 // Whether another job is paging out, or has been asked to and not yet
 // answered: room on its way.

@@ -155,7 +155,9 @@ uint64_t host_limit() {
 }
 
 // Reserves `bytes` more pinned host memory for this job within the GPU's
-// limit, all jobs together. False (one warning) if it would pass it.
+// limit, all jobs together. Past it, the resident jobs that keep host
+// copies are asked to free them (the caller is asked again for room
+// shortly, and tries again); with none to ask, false and one warning.
 bool reserve_host_bytes(Device& device, uint64_t bytes) {
   if (bytes == 0) return true;
   Arbiter& arbiter = device.account.arbiter();
@@ -169,12 +171,17 @@ bool reserve_host_bytes(Device& device, uint64_t bytes) {
     ok = held + bytes <= limit;
     if (ok) arbiter.slot()->host_paging_bytes += bytes;
   });
-  if (!ok && !g_told_host_limit.exchange(true))
+  if (ok) return true;
+  if (ask_for_host_copies(arbiter)) {
+    GSHARE_INFO("GPU %s: a page-out waits for resident jobs to free their host copies", device.uuid);
+    return false;
+  }
+  if (!g_told_host_limit.exchange(true))
     GSHARE_WARN("GPU %s: paging this job out needs %.1f MiB more host memory, but the paged "
                 "jobs of this GPU already hold %.1f MiB of %.1f MiB (GSHARE_HOST_MEM_LIMIT): "
                 "it stays on the GPU",
                 device.uuid, double(bytes) / MiB, double(held) / MiB, double(limit) / MiB);
-  return ok;
+  return false;
 }
 
 void give_back_host_bytes(Device& device, uint64_t bytes) {
@@ -300,6 +307,32 @@ void page_out(Device& device) {
               double(total) / MiB, ranges.size(), double(took) / 1e6);
 }
 
+// Frees the host copies this job keeps of its resident memory, asked by a
+// job whose page-out needs that host memory (ask_for_host_copies). Runs on
+// the pager thread.
+void free_host_copies(Device& device) {
+  const DriverApi& api = driver();
+  uint64_t freed = 0;
+  lock_movable_memory();
+  Ranges kept(count_movable(device.ordinal));
+  // Unhooked from the ledger under its lock, freed after it: the driver
+  // call must not hold up the hooks that take the ledger's lock.
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device.ordinal) return;
+    if (a.paged || a.host_copy == 0 || !kept.ok()) return;
+    kept.add({a.key, a.extent, 0, a.host_copy, a.context, 0, 0});
+    a.host_copy = 0;
+  });
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (api.mem_free_host) api.mem_free_host(reinterpret_cast<void*>(kept[i].host));
+    freed += kept[i].size;
+  }
+  unlock_movable_memory();
+  give_back_host_bytes(device, freed);
+  if (freed) GSHARE_INFO("GPU %s: freed %.1f MiB of host copies for another job's page-out", device.uuid,
+                         double(freed) / MiB);
+}
+
 // What of `device`'s memory is out now, by class ([0] ephemeral, [1]
 // persistent). Call with the movable-memory lock held.
 void paged_bytes_locked(const Device& device, uint64_t want[2]) {
@@ -412,8 +445,8 @@ CUresult copy_in(Device& device, Ranges& ranges, size_t* backed) {
 // device memory (`prefetch` false): it waits for its turn and for room. From
 // the pager thread, ahead of the job's turn (`prefetch` true): only if the
 // room is free now, taking nothing from anyone; CUDA_ERROR_NOT_READY if
-// not.
-CUresult page_in(Device& device, bool prefetch) {
+// not, with how much room is missing in *short_bytes.
+CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr) {
   Arbiter& arbiter = device.account.arbiter();
   const uint64_t started = mono_now_ns();
   // Busy while it pages in, like a thread in a host sync: a job that holds
@@ -433,8 +466,13 @@ CUresult page_in(Device& device, bool prefetch) {
     // Persistent memory only: ephemeral memory is taken in turn, or a job
     // waiting for its turn could take its lane's space from the runner.
     want[0] = 0;
-    if (want[1] == 0 || reserve_both(device.account, want).status != shm::ReserveStatus::kGranted)
+    if (want[1] == 0) return CUDA_ERROR_NOT_READY;
+    const shm::ReserveResult reserved = reserve_both(device.account, want);
+    if (reserved.status != shm::ReserveStatus::kGranted) {
+      if (short_bytes && reserved.status != shm::ReserveStatus::kOverQuota)
+        *short_bytes = short_by(reserved, want[1]);
       return CUDA_ERROR_NOT_READY;
+    }
     set_residency(arbiter, shm::kPagingIn);
   } else {
     set_residency(arbiter, shm::kPagingIn);
@@ -448,7 +486,9 @@ CUresult page_in(Device& device, bool prefetch) {
   collect(device.ordinal, true, &ranges, /*persistent_only=*/prefetch);
   uint64_t restored[2] = {0, 0};
   size_t backed = 0;
+  const uint64_t copy_began = mono_now_ns();
   CUresult result = ranges.ok() ? copy_in(device, ranges, &backed) : CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t copy_ns = mono_now_ns() - copy_began;
   for (size_t i = 0; i < backed; ++i) {
     Range& range = ranges[i];
     restored[range.paged == kPagedPersistent] += range.size;
@@ -475,8 +515,14 @@ CUresult page_in(Device& device, bool prefetch) {
     Slot& s = *arbiter.slot();
     s.paged_out_bytes = saturating_sub(s.paged_out_bytes, total);
     s.residency = all ? shm::kResident : shm::kPagedOut;
-    if (all) s.page_ins++;
+    if (all && total) s.page_ins++;
     s.paging_ns += took;
+    if (ok && total) {
+      // The page-in rate the prefetch policy weighs with.
+      s.paged_in_bytes += total;
+      s.page_in_copy_ns += copy_ns;
+      if (prefetch) s.prefetches++;
+    }
   });
   note_movable_resident(device, int64_t(total));
   unlock_movable_memory();
@@ -487,8 +533,9 @@ CUresult page_in(Device& device, bool prefetch) {
                 double(want[0] + want[1]) / MiB);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  GSHARE_INFO("GPU %s: %s %.1f MiB in %.1f ms", device.uuid, prefetch ? "prefetched" : "paged in",
-              double(total) / MiB, double(took) / 1e6);
+  if (total)
+    GSHARE_INFO("GPU %s: %s %.1f MiB in %.1f ms", device.uuid, prefetch ? "prefetched" : "paged in",
+                double(total) / MiB, double(took) / 1e6);
   return CUDA_SUCCESS;
 }
 
@@ -507,18 +554,30 @@ CUresult page_in_all() {
   return result;
 }
 
-// Prefetch: a paged-out job that waits for its turn (a thread waits for
-// the token, often inside its own page-in) gets its persistent memory back
-// ahead of it, copying while the job that runs computes, if the room is
-// free now: it takes room from no one, so the runner keeps running. Its
-// ephemeral memory waits for its turn, as ephemeral memory always does.
-// Restores of the pager and of a page-in are serialised by the movable-
-// memory lock, and a page-in counts what is still out at every look.
+// Prefetch: the paged-out job the policy runs next (scheduler::
+// next_in_line) gets its persistent memory back ahead of its turn, copying
+// while the job that runs computes. Room it takes from no one running: if
+// it is short, it asks jobs that are not running to page out (the job that
+// ran before the runner, by turns: page_requests.h), so that their
+// page-outs too overlap the runner's work. Its ephemeral memory waits for
+// its turn, as ephemeral memory always does. Restores of the pager and of a
+// page-in are serialised by the movable-memory lock, and a page-in counts
+// what is still out at every look.
+bool g_prefetch = true;                      // GSHARE_PREFETCH
+uint64_t g_prefetch_asked_ns[64] = {};       // per device: the pager thread's last ask
 void prefetch(Device& device) {
+  if (!g_prefetch) return;
   if (!(g_paged_devices.load(std::memory_order_acquire) & bit_of(device.ordinal))) return;
-  const Slot* slot = device.account.slot();
+  Arbiter& arbiter = device.account.arbiter();
+  const Slot* slot = arbiter.slot();
   if (__atomic_load_n(&slot->job_state, __ATOMIC_RELAXED) != shm::kJobWaiting) return;
-  page_in(device, /*prefetch=*/true);
+  int nx = scheduler::next_in_line(arbiter);
+  if (nx != arbiter.own_slot()) return;
+  uint64_t short_bytes = 0;
+  CUresult rr = page_in(device, /*prefetch=*/true, &short_bytes);
+  if (rr == CUDA_ERROR_NOT_READY && short_bytes &&
+      device.ordinal >= 0 && device.ordinal < 64)
+    ask_for_page_outs(arbiter, short_bytes, &g_prefetch_asked_ns[device.ordinal]);
 }
 
 void* pager_loop(void*) {
@@ -533,6 +592,11 @@ void* pager_loop(void*) {
       if (!word) {
         word = &arbiter.region()->header.token_futex;
         seen = word->load(std::memory_order_acquire);
+      }
+      uint32_t copies = __atomic_load_n(&slot->host_release_requests, __ATOMIC_RELAXED);
+      if (copies != __atomic_load_n(&slot->host_release_acks, __ATOMIC_RELAXED)) {
+        arbiter.update([&] { slot->host_release_acks = copies; });
+        free_host_copies(device);
       }
       uint32_t asked = __atomic_load_n(&slot->page_out_requests, __ATOMIC_RELAXED);
       if (asked != __atomic_load_n(&slot->page_out_acks, __ATOMIC_RELAXED)) {
@@ -555,6 +619,7 @@ void* pager_loop(void*) {
 
 void configure_pager(const Options& options) {
   g_host_limit = options.host_mem_limit_bytes;
+  g_prefetch = options.prefetch;
   if (options.admit_timeout_s > 0) g_wait_ns = uint64_t(options.admit_timeout_s * 1e9);
   // Every launch passes begin_device_work: none takes the unchecked path.
   if (options.paging) scheduler::g_launch_detours.fetch_add(1, std::memory_order_relaxed);

@@ -129,6 +129,7 @@ bool parse_expected_iters(const char* v, Options* o) {
 }
 
 bool parse_paging(const char* v, Options* o) { return parse_bool(v, &o->paging); }
+bool parse_prefetch(const char* v, Options* o) { return parse_bool(v, &o->prefetch); }
 bool parse_host_mem_limit(const char* v, Options* o) {
   SizeSpec size;
   if (!parse_size(v, &size) || size.kind != SizeSpec::kBytes || size.bytes == 0) return false;
@@ -176,10 +177,11 @@ const OptionRow kOptions[] = {
       "group that may join this user's regions (mode 0660); a name or a numeric gid"},
      kGroupForms, parse_group},
     {{"GSHARE_LOG", "level", "warn", "how much gshare writes to stderr"}, kLogForms, parse_log},
-    {{"GSHARE_POLICY", "policy", "fair",
-      "who launches on a shared GPU: fifo, fair, srtf, priority or pack (lanes run at once, "
-      "turns within a lane); the first process on the GPU sets it for all"},
-     "fifo, fair, srtf, priority or pack", parse_policy_option},
+    {{"GSHARE_POLICY", "policy", "fair (prefetch with GSHARE_PAGING=on)",
+      "who launches on a shared GPU: fifo, fair, srtf, priority, pack (lanes run at once, "
+      "turns within a lane) or prefetch (turns ordered so that page-ins hide behind compute); "
+      "the first process on the GPU sets it for all"},
+     "fifo, fair, srtf, priority, pack or prefetch", parse_policy_option},
     {{"GSHARE_QUANTUM_MS", "ms", "20",
       "length of a time slice under fair (times the weight), srtf and priority"},
      "a number of milliseconds from 0.1 to 60000", parse_quantum},
@@ -217,6 +219,10 @@ const OptionRow kOptions[] = {
     {{"GSHARE_HOST_MEM_LIMIT", "size", "half of the host's memory",
       "how much host memory the jobs paged out of one GPU may hold together"},
      "a byte count or a size with a unit (64GiB), not a percentage", parse_host_mem_limit},
+    {{"GSHARE_PREFETCH", "bool", "on",
+      "with GSHARE_PAGING=on: the job the policy runs next gets its memory back while another "
+      "computes; off: only in its own turn"},
+     kBoolForms, parse_prefetch},
 };
 
 OptionInfo g_infos[sizeof kOptions / sizeof kOptions[0]];
@@ -427,6 +433,9 @@ bool parse_options(const char* const* environment, Options* out, char* error, si
       return false;
     }
   }
+  // Paging's own policy, unless one was named: it orders turns so that
+  // page-ins hide behind compute, and is fair while nothing is paged out.
+  if (out->paging && !out->policy_given) out->policy = Policy::kPrefetch;
   // Told once, here, since parse_options runs once per process (at cuInit),
   // after the whole environment is read: GSHARE_LOG may come later in it.
   if (out->ignored_count > 0 && out->log_level >= LogLevel::kWarn)

@@ -45,7 +45,8 @@ struct Options {
   char group[kOptionTextChars] = "";
   LogLevel log_level = LogLevel::kWarn;
   // Scheduling (scheduler/token.h).
-  Policy policy = Policy::kFair;  // GSHARE_POLICY, by parse_policy
+  // GSHARE_POLICY, by parse_policy; kPrefetch when not given and paging is on.
+  Policy policy = Policy::kFair;
   bool policy_given = false;  // GSHARE_POLICY was set: a different region policy is worth a warning
   double quantum_ms = 20;  // measured: README, "Measured results"
   uint32_t weight = 1;
@@ -60,6 +61,7 @@ struct Options {
   // Paging to host memory (allocator/pager.h).
   bool paging = false;
   uint64_t host_mem_limit_bytes = 0;  // 0: half of the host's memory
+  bool prefetch = true;
   // Unknown GSHARE_* names that are no typo of a known one, ignored after
   // one warning: how many, and their list (escaped, comma-separated, "…"
   // when it does not fit).

@@ -11,7 +11,8 @@ struct Named {
 };
 constexpr Named kNames[] = {
     {Policy::kFifo, "fifo"}, {Policy::kFair, "fair"}, {Policy::kSrtf, "srtf"},
-    {Policy::kPriority, "priority"}, {Policy::kPack, "pack"}};
+    {Policy::kPriority, "priority"}, {Policy::kPack, "pack"},
+    {Policy::kPrefetch, "prefetch"}};
 }  // namespace
 
 const char* policy_name(Policy policy) {

@@ -7,9 +7,9 @@
 
 namespace gshare {
 
-enum class Policy : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4, kPack = 5 };
+enum class Policy : uint32_t { kFifo = 1, kFair = 2, kSrtf = 3, kPriority = 4, kPack = 5, kPrefetch = 6 };
 
-// "fifo", "fair", "srtf", "priority", "pack".
+// "fifo", "fair", "srtf", "priority", "pack", "prefetch".
 const char* policy_name(Policy policy);
 // Case-insensitive; false for anything else.
 bool parse_policy(const char* text, Policy* out);

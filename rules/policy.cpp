@@ -35,6 +35,7 @@ bool better(Policy policy, const Job* jobs, int a, int b, int holder) {
       return arrived_before(x, y);
     case Policy::kFair:
     case Policy::kPack:
+    case Policy::kPrefetch:
       return fairer(jobs, a, b, holder);
     case Policy::kSrtf:
       if (x.remaining_ns != y.remaining_ns) return x.remaining_ns < y.remaining_ns;
@@ -47,9 +48,54 @@ bool better(Policy policy, const Job* jobs, int a, int b, int holder) {
   return arrived_before(x, y);
 }
 
+// prefetch (rules/policy.h): the due jobs, alternating by weight.
+int pick_prefetch(const Job* jobs, int count, int holder) {
+  uint64_t least = kForever;
+  int64_t sum = 0;
+  int active = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!jobs[i].active) continue;
+    least = std::min(least, jobs[i].vtime_ns);
+    sum += paging_weight(jobs[i]);
+    ++active;
+  }
+  if (active == 0) return -1;
+  // Due: less than one of its own turns (on the fair clock) ahead of the
+  // furthest behind. The furthest behind is always due, so some job is.
+  auto due = [&](int i) {
+    const Job& j = jobs[i];
+    const uint64_t turn = std::max<uint64_t>(j.turn_ns / (j.weight ? j.weight : 1), 1);
+    return j.active && i != holder && j.vtime_ns - least < turn;
+  };
+  // After a high holder the least weight, else the most.
+  const bool want_least =
+      holder >= 0 && holder < count && paging_weight(jobs[holder]) * active >= sum;
+  int best = -1;
+  for (int i = 0; i < count; ++i) {
+    if (!due(i)) continue;
+    if (best < 0) {
+      best = i;
+      continue;
+    }
+    const int64_t wi = paging_weight(jobs[i]), wb = paging_weight(jobs[best]);
+    if (wi != wb ? (want_least ? wi < wb : wi > wb) : fairer(jobs, i, best, holder)) best = i;
+  }
+  if (best >= 0) return best;
+  // Only the holder is due, or it is the furthest behind: it goes on.
+  if (holder >= 0 && holder < count && jobs[holder].active) return holder;
+  return -1;
+}
+
 }  // namespace
 
+int64_t paging_weight(const Job& job) {
+  // Capped at about two years each: 64 jobs' weights still add up.
+  constexpr uint64_t kCap = uint64_t(1) << 56;
+  return int64_t(std::min(job.turn_ns, kCap)) - int64_t(std::min(job.bring_back_ns, kCap));
+}
+
 int pick_next(Policy policy, const Job* jobs, int count, int holder) {
+  if (policy == Policy::kPrefetch) return pick_prefetch(jobs, count, holder);
   int best = -1;
   for (int i = 0; i < count; ++i) {
     if (!jobs[i].active) continue;
@@ -63,7 +109,8 @@ uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns) {
   switch (policy) {
     case Policy::kFifo: return kForever;
     case Policy::kFair:
-    case Policy::kPack: base = quantum_ns * (job.weight ? job.weight : 1); break;
+    case Policy::kPack:
+    case Policy::kPrefetch: base = quantum_ns * (job.weight ? job.weight : 1); break;
     case Policy::kSrtf:
     case Policy::kPriority: break;
   }

@@ -43,7 +43,17 @@ struct Job {
   // cache going back, this job's memory allocated anew): 0 when nothing
   // is known or a switch costs nothing measurable.
   uint64_t switch_cost_ns = 0;
+  // prefetch: the GPU time one turn gives this job (its slice length,
+  // rules::slice_length), and what bringing its memory back from host
+  // memory would take now (0: nothing of it is out).
+  uint64_t turn_ns = 0;
+  uint64_t bring_back_ns = 0;
 };
+
+// prefetch's weight of a job: reward minus penalty, both over the same
+// window (one round of turns), so that only their difference matters:
+// the compute its turn gives minus the time its memory takes to come back.
+int64_t paging_weight(const Job& job);
 
 // The job that should hold the token now, or -1 when none is active.
 // `holder` is the index of the current holder if it is still active (its
@@ -54,6 +64,15 @@ struct Job {
 //             on a tie the holder keeps it
 //   priority  the highest priority; equal priorities share as fair does
 //   pack      as fair, among the jobs of one lane (the caller passes those)
+//   prefetch  by turns: the jobs not yet served in this round (less than one
+//             turn ahead of the furthest behind on the fair clock) are due;
+//             after a holder of high weight (paging_weight: at least the
+//             active jobs' mean) the due job of least weight, after one of
+//             low weight the due job of most: a long compute hides a long
+//             page-in, and a job with little to bring back follows a short
+//             one. The holder keeps the token only when no other is due;
+//             with no holder, the most weight first. Nothing paged out, it
+//             is fair by turns (all penalties 0).
 // Remaining ties go to the earlier arrival, then the lower id.
 int pick_next(Policy policy, const Job* jobs, int count, int holder);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/tunables.h"
 #include "shm/futex.h"
@@ -60,9 +61,27 @@ struct JobTable {
   int index(int slot) const { return slot >= 0 ? index_of_slot[slot] : -1; }
 };
 
+// The GPU's page-in rate in bytes per second: what its page-ins took so
+// far, or kAssumedPageInBytesPerS before any. 0 while no live job on it has
+// ever been paged out: paging is not active.
+double page_in_rate(const Region& r) {
+  uint64_t bytes = 0, ns = 0, page_outs = 0;
+  for (const Slot& s : r.slots) {
+    if (s.state != shm::kSlotLive) continue;
+    bytes += s.paged_in_bytes;
+    ns += s.page_in_copy_ns;
+    page_outs += s.page_outs;
+  }
+  if (page_outs == 0) return 0;
+  if (ns == 0 || bytes == 0) return double(tunables::kAssumedPageInBytesPerS);
+  return double(bytes) / (double(ns) / 1e9);
+}
+
 // The live jobs that compete for token `k`.
 void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   Region& r = *arbiter.region();
+  const Policy policy = region_policy(r.header);
+  const double rate = page_in_rate(r);
   t.count = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     t.index_of_slot[i] = -1;
@@ -79,6 +98,15 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     j.vtime_ns = s.vtime_ns;
     j.remaining_ns = remaining_ns(s);
     j.switch_cost_ns = s.switch_cost_ns.load(std::memory_order_relaxed);
+    if (rate > 0) {
+      // While paging is active a switch to this job moves its memory (one
+      // job's out, its own in), whether or not a prefetch hides that: its
+      // turns are long enough for the copies to finish behind them.
+      const uint64_t swap_ns = uint64_t(double(s.paged_out_bytes + s.movable_bytes) / rate * 1e9);
+      j.switch_cost_ns = std::max(j.switch_cost_ns, swap_ns);
+      j.bring_back_ns = uint64_t(double(s.paged_out_bytes) / rate * 1e9);
+    }
+    j.turn_ns = slice_length(policy, j, s.quantum_ns);
     t.index_of_slot[i] = t.count++;
   }
 }
@@ -150,6 +178,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
 int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
                              uint64_t quantum_ns) {
   int next = pick_locked(arbiter, policy, t, current, true);
+  // (prefetch's own rule keeps the clocks within a turn: rules/policy.h.)
   if (next != current || current < 0 || (policy != Policy::kFair && policy != Policy::kPack)) return next;
   const Job& holder = t.jobs[current];
   const uint64_t within = holder.vtime_ns + quantum_ns;
@@ -659,6 +688,35 @@ void account_token_time(Arbiter& arbiter) {
     if (holder_slot_locked(arbiter, k) == arbiter.own_slot())
       account_locked(arbiter, k, nullptr, mono_now_ns());
   });
+}
+
+int next_in_line(Arbiter& arbiter) {
+  int next_slot = -1;
+  const int own = arbiter.own_slot();
+  if (own < 0) return -1;
+  const uint64_t now = mono_now_ns();
+  arbiter.update([&] {
+    Region& r = *arbiter.region();
+    const Policy policy = region_policy(r.header);
+    const int k = token_index(r, own);
+    JobTable t;
+    gather_locked(arbiter, k, t);
+    const int holder = holder_slot_locked(arbiter, k);
+    const int current = holder >= 0 ? t.index(holder) : -1;
+    if (current < 0) return;  // nobody holds it: the next grant is now, not ahead
+    // As at the end of the holder's slice: its turn counted in full.
+    const shm::Token& token = r.header.tokens[k];
+    if (token.slice_end_mono_ns != kForever && token.slice_end_mono_ns > now)
+      charge(t.jobs[current], token.slice_end_mono_ns - now);
+    int next = pick_at_slice_end_locked(arbiter, policy, t, current, r.slots[holder].quantum_ns);
+    if (next == current) {
+      // The holder goes on: next is who follows it once it goes idle.
+      t.jobs[current].active = false;
+      next = pick_locked(arbiter, policy, t, -1);
+    }
+    if (next >= 0) next_slot = t.jobs[next].id;
+  });
+  return next_slot;
 }
 
 bool holds_token(const Arbiter& arbiter) {

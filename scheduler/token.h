@@ -99,6 +99,13 @@ void lend_while_idle(shm::Arbiter& arbiter);
 // next wait_for_token.
 void step_aside(shm::Arbiter& arbiter, bool still_waiting = false);
 
+// The slot of the job that the policy would run after the current holder
+// of this job's token (at the end of the holder's slice, or once it goes
+// idle if it would keep the token then), or -1 when nobody holds it or
+// nobody else wants it. What the pager prefetches for (allocator/pager.h).
+// Takes the lock.
+int next_in_line(shm::Arbiter& arbiter);
+
 // Whether this job holds its token now (a racy read: for decisions the
 // owner alone makes about itself).
 bool holds_token(const shm::Arbiter& arbiter);

@@ -43,7 +43,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 5;
+inline constexpr uint32_t kLayoutVersion = 6;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -216,7 +216,14 @@ struct alignas(64) Slot {
   // copy, a memset) under paging; a job that hands its token over may go on
   // copying for a while, and is not paged out meanwhile ---
   alignas(64) std::atomic<uint64_t> last_device_work_mono_ns;
-  uint64_t padding5[7];
+  // --- more paging, written under the lock ---
+  uint64_t paged_in_bytes;   // bytes copied back to the GPU, in all (prefetches too)
+  uint64_t page_in_copy_ns;  // the time those copies took: the page-in rate
+  uint64_t prefetches;       // page-ins done ahead of the job's turn, while another ran
+  uint32_t host_release_requests;  // bumped by a job whose page-out needs the
+                                   // pinned host memory this one keeps while resident
+  uint32_t host_release_acks;      // requests answered (owner)
+  uint64_t padding5[3];
 };
 static_assert(sizeof(Slot) == 704, "Slot layout changed: bump kLayoutVersion");
 

@@ -83,6 +83,9 @@ struct ProcessSnapshot {
   uint64_t page_outs = 0;
   uint64_t page_ins = 0;
   uint64_t paging_ns = 0;          // time spent paging, both ways
+  uint64_t prefetches = 0;         // page-ins done ahead of its turn
+  uint64_t paged_in_bytes = 0;     // bytes copied back in, in all
+  uint64_t page_in_copy_ns = 0;    // the time those copies took
 };
 
 // One lane: the jobs that take turns with one ephemeral space.

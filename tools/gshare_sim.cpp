@@ -3,7 +3,7 @@
 // GPU busy fraction, handovers). The engine is tools/sim_engine.h; this file
 // is the command line and the two renderings of a result.
 //
-//   gshare-sim [--policy fifo|fair|srtf|priority|pack|all] [--json]
+//   gshare-sim [--policy fifo|fair|srtf|priority|pack|prefetch|all] [--json]
 //              [--quantum-ms N] [--slice-max-ms N] [--handover-ms N]
 //              [--capacity-mib N] [--paging GBPS] TRACE.json
 //
@@ -21,7 +21,7 @@
 //                                      "admission_waits",
 //                                      "average_admission_wait_s",
 //                                      "max_admission_wait_s"}},
-//                 ...},                    in the order fifo, fair, srtf, priority, pack
+//                 ...},                    in the order fifo, fair, srtf, priority, pack, prefetch
 //    "ratios": {"fair_to_fifo": X, ...}}  average JCT over fifo's; {} without fifo
 
 #include <algorithm>
@@ -45,7 +45,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr Policy kAllPolicies[] = {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority,
-                                   Policy::kPack};
+                                   Policy::kPack, Policy::kPrefetch};
 
 struct CommandLine {
   std::vector<Policy> policies{std::begin(kAllPolicies), std::end(kAllPolicies)};
@@ -66,7 +66,7 @@ struct PolicyResult {
 };
 
 std::string usage_text() {
-  return "usage: gshare-sim [--policy fifo|fair|srtf|priority|pack|all] [--json]\n"
+  return "usage: gshare-sim [--policy fifo|fair|srtf|priority|pack|prefetch|all] [--json]\n"
          "                  [--quantum-ms N] [--slice-max-ms N] [--handover-ms N]\n"
          "                  [--capacity-mib N] [--paging GBPS] TRACE.json\n"
          "\n"
@@ -78,7 +78,7 @@ std::string usage_text() {
          "space per lane must fit): each job's admission wait and lane, and the waits\n"
          "in the summary, are shown too.\n"
          "\n"
-         "  --policy P        fifo, fair, srtf, priority, pack, or all (default: all)\n"
+         "  --policy P        fifo, fair, srtf, priority, pack, prefetch, or all (default: all)\n"
          "  --json            one JSON object instead of tables\n"
          "  --quantum-ms N    slice length (fair: times the job's weight);\n"
          "                    default: the trace's, else 50\n"
@@ -137,7 +137,7 @@ bool parse_policies(const char* text, std::vector<Policy>* out, std::string* err
   }
   Policy policy;
   if (!parse_policy(text, &policy)) {
-    *error = std::string("--policy takes fifo, fair, srtf, priority, pack or all (got '") + text +
+    *error = std::string("--policy takes fifo, fair, srtf, priority, pack, prefetch or all (got '") + text +
              "')";
     return false;
   }
@@ -423,7 +423,7 @@ std::string render_paging(const Trace& trace, double gb_per_s) {
                   seconds(b.makespan_ns), double(b.swapped_bytes) / double(1ull << 30),
                   seconds(b.stall_ns));
   };
-  for (const char* policy : {"fifo", "fair", "srtf", "priority", "pack"}) {
+  for (const char* policy : {"fifo", "fair", "srtf", "priority", "pack", "prefetch"}) {
     Schedule s = policy_schedule(trace, policy);
     row(policy, s, s);
   }
@@ -434,8 +434,11 @@ std::string render_paging(const Trace& trace, double gb_per_s) {
   row("search", plain, fetched);
   std::string order;
   for (int j : fetched.order) order += (order.empty() ? "" : ", ") + trace.jobs[j].name;
-  out += format("  searched (with prefetch): %s, %s\n", fetched.by_turns ? "by turns" : "each to completion",
-                order.c_str());
+  if (fetched.by_weight)
+    out += "  searched (with prefetch): the prefetch policy's own turns\n";
+  else
+    out += format("  searched (with prefetch): %s, %s\n", fetched.by_turns ? "by turns" : "each to completion",
+                  order.c_str());
   return out;
 }
 

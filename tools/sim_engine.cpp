@@ -299,8 +299,12 @@ class Simulator {
   }
 
   void refresh_estimates() {
-    for (size_t i = 0; i < jobs_.size(); ++i)
-      if (jobs_[i].active) jobs_[i].remaining_ns = remaining_ns(int(i));
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      if (!jobs_[i].active) continue;
+      jobs_[i].remaining_ns = remaining_ns(int(i));
+      // As live (scheduler/token.cpp): what a turn gives; nothing is paged.
+      jobs_[i].turn_ns = rules::slice_length(policy_, jobs_[i], options_.quantum_ns);
+    }
   }
 
   uint64_t remaining_ns(int index) const {

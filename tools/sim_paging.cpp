@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "base/tunables.h"
+#include "rules/policy.h"
 
 namespace gshare::sim {
 
@@ -24,6 +25,29 @@ struct JobState {
 
 uint64_t copy_ns(uint64_t bytes, const PagingModel& model) {
   return uint64_t(double(bytes) / (model.gb_per_s * 1e9) * 1e9);
+}
+
+// A turn's length, as live (rules/policy.h): it pays for its switch, at
+// least kTurnPerSwitchCost times what the switch cost (or would cost, the
+// copies hidden), up to kMaxTurnNs.
+uint64_t turn_ns(uint64_t quantum_ns, uint64_t switch_ns) {
+  return std::max(quantum_ns, std::min(tunables::kTurnPerSwitchCost * switch_ns, tunables::kMaxTurnNs));
+}
+
+// The prefetch policy's pick (Schedule::by_weight): the jobs as the live
+// policy sees them, levelled on arrival as live, then rules::pick_next.
+int weighted_job(std::vector<JobState>& jobs, std::vector<rules::Job>& view, int holder, uint64_t now,
+                 const PagingModel& model) {
+  const int n = int(jobs.size());
+  for (int i = 0; i < n; ++i) {
+    rules::Job& v = view[i];
+    const JobState& job = jobs[i];
+    const bool wants = !job.done && job.arrival_ns <= now;
+    if (!wants) v.active = false;
+    else if (!v.active) rules::activate(Policy::kPrefetch, view.data(), n, i);
+    v.bring_back_ns = job.started && !job.resident ? copy_ns(job.bytes, model) : 0;
+  }
+  return rules::pick_next(Policy::kPrefetch, view.data(), n, holder >= 0 && view[holder].active ? holder : -1);
 }
 
 // The next job to run from `cursor` on (by turns, cyclically; to
@@ -60,8 +84,16 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
   uint64_t now = 0, used = 0, prev_compute = 0;
   int prev = -1;
   size_t cursor = 0, left = jobs.size();
+  std::vector<rules::Job> view(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    view[i].id = int(i);
+    view[i].arrival_ns = jobs[i].arrival_ns;
+    view[i].weight = trace.jobs[i].weight ? trace.jobs[i].weight : 1;
+    view[i].turn_ns = quantum_ns * view[i].weight;
+  }
   while (left > 0) {
-    int j = next_job(jobs, schedule, cursor, now);
+    int j = schedule.by_weight ? weighted_job(jobs, view, prev, now, model)
+                               : next_job(jobs, schedule, cursor, now);
     if (j < 0) {
       uint64_t next = UINT64_MAX;
       for (const JobState& s : jobs)
@@ -108,14 +140,17 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     result.stall_ns += stall;
     result.swapped_bytes += out_bytes + in_bytes;
     uint64_t compute = job.left_ns;
-    if (schedule.by_turns) {
-      // As live (rules/policy.h): a turn pays for its switch, at least
-      // kTurnPerSwitchCost times what the switch cost, up to kMaxTurnNs.
-      uint64_t turn = std::max(quantum_ns, std::min(tunables::kTurnPerSwitchCost * (stall + handover_ns),
-                                                    tunables::kMaxTurnNs));
+    if (schedule.by_turns || schedule.by_weight) {
+      // As live (scheduler/token.cpp): once paging is active, a switch
+      // costs at least the time to move the job's memory, hidden or not.
+      uint64_t switch_ns = stall + handover_ns;
+      if (result.swapped_bytes > 0) switch_ns = std::max(switch_ns, copy_ns(job.bytes, model));
+      uint64_t turn = turn_ns(quantum_ns * view[j].weight, switch_ns);
+      view[j].turn_ns = turn;
       uint64_t iters = std::max<uint64_t>(1, (turn + job.iteration_ns - 1) / job.iteration_ns);
       compute = std::min(compute, iters * job.iteration_ns);
     }
+    rules::charge(view[j], compute);
     now += compute;
     job.left_ns -= compute;
     job.started = true;
@@ -150,7 +185,8 @@ Schedule policy_schedule(const Trace& trace, const std::string& policy) {
     std::stable_sort(s.order.begin(), s.order.end(),
                      [&](int a, int b) { return jobs[a].priority > jobs[b].priority; });
   }
-  s.by_turns = policy == "fair" || policy == "pack";
+  s.by_turns = policy == "fair" || policy == "pack" || policy == "prefetch";
+  s.by_weight = policy == "prefetch";
   return s;
 }
 
@@ -164,7 +200,7 @@ Schedule search_schedule(const Trace& trace, const PagingModel& model, const Sea
   };
   auto evaluate = [&](Schedule s) { return Member{s, simulate_paging(trace, s, model)}; };
   std::vector<Member> population;
-  for (const char* policy : {"fifo", "srtf", "priority", "fair"})
+  for (const char* policy : {"fifo", "srtf", "priority", "fair", "prefetch"})
     population.push_back(evaluate(policy_schedule(trace, policy)));
   while (int(population.size()) < std::max(options.population, 4)) {
     Schedule s = policy_schedule(trace, "fifo");
@@ -204,6 +240,8 @@ Schedule search_schedule(const Trace& trace, const PagingModel& model, const Sea
         while (child.order[fill] != -1) ++fill;
         child.order[fill] = job;
       }
+      // A child is an order: by weight, a parent's order means nothing,
+      // and such a schedule lives on only as one of the best.
       child.by_turns = random() % 2 ? a.by_turns : b.by_turns;
       // Mutation: two jobs swap places (still a permutation), or the mode flips.
       if (chance(random) < options.mutation) std::swap(child.order[random() % n], child.order[random() % n]);

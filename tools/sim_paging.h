@@ -11,7 +11,9 @@
 //     take turns in that order, cyclically, each turn running a job for the
 //     trace's quantum, or as live kTurnPerSwitchCost times what its switch
 //     cost (up to kMaxTurnNs) if longer, rounded up to whole iterations, or
-//     until it finishes.
+//     until it finishes. Once any job has been paged out, a switch costs at
+//     least the time to copy the job's footprint, as live: turns stay long
+//     enough for copies to finish behind them even when prefetch hides them.
 //     To completion: each job runs until it finishes, in that order. Either
 //     way a job that has not arrived yet is skipped, and the GPU idles until
 //     the next arrival when no job can run.
@@ -28,6 +30,9 @@
 //     the GPU idles only for what the copies take beyond that turn.
 //     Otherwise nothing overlaps.
 //   - Makespan: from time 0 to the last job's end.
+//   - By weight (the prefetch policy): the same turns, but each goes to the
+//     job rules::pick_next picks, live's own code: the jobs due in this
+//     round, alternating high and low weight (turn minus page-in time).
 //
 // The search (search_schedule) is a genetic algorithm over schedules, as in
 // the thesis gshare's paging follows: a population of orders (seeded with
@@ -55,6 +60,11 @@ struct PagingModel {
 struct Schedule {
   std::vector<int> order;  // a permutation of the trace's jobs
   bool by_turns = true;    // false: each job to completion, in order
+  // By turns, each turn to the job the live prefetch policy picks
+  // (rules::pick_next, Policy::kPrefetch) from what the model knows then:
+  // each job's turn, and what its page-in would take (0 while resident).
+  // `order` is then unused.
+  bool by_weight = false;
 };
 
 struct PagingResult {
@@ -68,7 +78,8 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
 
 // The fixed policies' schedules: fifo (arrival order, to completion), srtf
 // (least work first, to completion), priority (highest first, to
-// completion), fair and pack (arrival order, by turns).
+// completion), fair and pack (arrival order, by turns), prefetch (by
+// weight).
 Schedule policy_schedule(const Trace& trace, const std::string& policy);
 
 struct SearchOptions {

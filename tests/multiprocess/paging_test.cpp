@@ -130,6 +130,48 @@ TEST_CASE("a paged-out job waiting for its turn is prefetched once room frees", 
   CHECK(a.stderr_text().find("prefetched") != std::string::npos);
 }
 
+TEST_CASE("under the prefetch policy the next job's memory comes back while another runs", "[paging]") {
+  // Four jobs of 80 MiB kept (two allocations) on 256 MiB take turns: two
+  // fit beside each other, never three. While one runs, the next one's
+  // memory comes back, room made by paging out the job that ran before:
+  // its turn starts with its memory there, at least for some turns. With
+  // GSHARE_PREFETCH=off each job pages in only in its turn. Copies run at
+  // 4000 MB/s (20 ms each way).
+  for (const char* prefetch : {"on", "off"}) {
+    INFO("GSHARE_PREFETCH=" << prefetch);
+    TestGpu gpu(256 * kMiB);
+    std::vector<std::unique_ptr<Client>> jobs;
+    for (int i = 0; i < 4; ++i) {
+      jobs.push_back(std::make_unique<Client>(
+          gpu, paging({{"GSHARE_PREFETCH", prefetch}, {"FAKE_CUDA_COPY_MBPS", "4000"},
+                       {"GSHARE_QUANTUM_MS", "100"}})));
+      REQUIRE(jobs.back()->send("init") == "init ok");
+    }
+    for (auto& job : jobs) job->post("pagetrain 50 80M 2 2 20000 0");
+    uint64_t prefetches = 0, page_ins = 0;
+    for (auto& job : jobs) {
+      std::string reply = job->reply(180);
+      INFO(gpu.state());
+      CHECK(starts_with(reply, "pagetrain ok 50 "));
+    }
+    for (auto& job : jobs) {
+      nlohmann::json p = gpu.top_process(job->pid());
+      REQUIRE_FALSE(p.is_null());
+      prefetches += p.value("prefetches", uint64_t(0));
+      page_ins += p.value("page_ins", uint64_t(0));
+    }
+    INFO("prefetches " << prefetches << ", page-ins " << page_ins);
+    if (std::string(prefetch) == "on") {
+      CHECK(prefetches >= 2);
+      CHECK(prefetches <= page_ins);  // a prefetch is a page-in, done early
+    } else {
+      CHECK(prefetches == 0);
+      CHECK(page_ins >= 2);
+    }
+    CHECK(gpu.top_json()["gpus"][0].value("policy", "") == "prefetch");
+  }
+}
+
 TEST_CASE("a job killed in its page-out or its page-in leaves the others running", "[paging]") {
   for (const char* when : {"paging out", "paging in"}) {
     INFO("killed while " << when);
@@ -155,6 +197,31 @@ TEST_CASE("a job killed in its page-out or its page-in leaves the others running
     for (const auto& g : top["gpus"]) reserved += g["reserved_bytes"].get<uint64_t>();
     CHECK(reserved <= 8 * kMiB);
   }
+}
+
+TEST_CASE("host memory for a swap is enough: resident jobs free the copies they keep", "[paging]") {
+  // Three jobs of 100 MiB on 256 MiB take turns, two on the GPU at a time.
+  // A swap needs host memory for two of them (one going out while one
+  // comes in), and GSHARE_HOST_MEM_LIMIT holds that, not three. A job paged
+  // back in keeps its host copy for its next page-out, so once each has been
+  // out a page-out must ask a resident job for its copy first.
+  TestGpu gpu(256 * kMiB);
+  const Env env = paging({{"GSHARE_HOST_MEM_LIMIT", "250MiB"}, {"GSHARE_QUANTUM_MS", "50"}});
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (int i = 0; i < 3; ++i) {
+    jobs.push_back(std::make_unique<Client>(gpu, env));
+    REQUIRE(jobs.back()->send("init") == "init ok");
+  }
+  for (auto& job : jobs) job->post("pagetrain 80 100M 4 2 10000 0");
+  std::string logs;
+  for (auto& job : jobs) {
+    std::string reply = job->reply(120);
+    INFO(gpu.state());
+    CHECK(starts_with(reply, "pagetrain ok 80 "));
+    logs += job->stderr_text();
+  }
+  INFO(logs);
+  CHECK(logs.find("of host copies for another job's page-out") != std::string::npos);
 }
 
 TEST_CASE("paging past the host-memory limit is refused with a clear message", "[paging]") {

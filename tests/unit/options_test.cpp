@@ -162,6 +162,25 @@ TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, ove
   CHECK_FALSE(o.strict_handover);
 }
 
+TEST_CASE("paging makes prefetch the default policy, never over a policy asked for") {
+  char error[512];
+  const char* paging[] = {"GSHARE_PAGING=on", nullptr};
+  Options o;
+  REQUIRE(parse_options(paging, &o, error, sizeof error));
+  CHECK(o.policy == gshare::Policy::kPrefetch);
+  CHECK_FALSE(o.policy_given);
+  CHECK(o.prefetch);
+  const char* asked[] = {"GSHARE_PAGING=on", "GSHARE_POLICY=fifo", "GSHARE_PREFETCH=off", nullptr};
+  Options p;
+  REQUIRE(parse_options(asked, &p, error, sizeof error));
+  CHECK(p.policy == gshare::Policy::kFifo);
+  CHECK_FALSE(p.prefetch);
+  const char* bad[] = {"GSHARE_PREFETCH=maybe", nullptr};
+  Options q;
+  CHECK_FALSE(parse_options(bad, &q, error, sizeof error));
+  CHECK(std::string(error).find("GSHARE_PREFETCH") != std::string::npos);
+}
+
 TEST_CASE("bad scheduling values are refused, never clamped") {
   for (const char* bad : {"GSHARE_POLICY=lottery", "GSHARE_POLICY=", "GSHARE_QUANTUM_MS=0",
                           "GSHARE_QUANTUM_MS=-5", "GSHARE_QUANTUM_MS=10ms", "GSHARE_WEIGHT=0",

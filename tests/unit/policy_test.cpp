@@ -2,6 +2,8 @@
 // picked, how long a slice lasts, who preempts, what charge and activate do.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@ using gshare::rules::bounds_in_flight;
 using gshare::rules::charge;
 using gshare::rules::Job;
 using gshare::rules::kForever;
+using gshare::rules::paging_weight;
 using gshare::parse_policy;
 using gshare::rules::pick_next;
 using gshare::Policy;
@@ -53,7 +56,7 @@ int pick(Policy policy, const std::vector<Job>& jobs, int holder) {
 TEST_CASE("no policy picks a job when none is active") {
   std::vector<Job> jobs = active_jobs(3);
   for (Job& job : jobs) job.active = false;
-  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority}) {
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority, Policy::kPrefetch}) {
     CHECK(pick(policy, jobs, -1) == -1);
     CHECK(pick_next(policy, nullptr, 0, -1) == -1);
   }
@@ -368,10 +371,105 @@ TEST_CASE("a turn lasts twenty times what a switch to its job costs, up to 5 s, 
 }
 
 // ---------------------------------------------------------------------------
+// prefetch: by turns, alternating high and low weight
+
+namespace {
+
+// Jobs with one quantum's turn each and `bring_back_ms` to page back in.
+std::vector<Job> paging_jobs(std::initializer_list<uint64_t> bring_back_ms) {
+  std::vector<Job> jobs;
+  int id = 0;
+  for (uint64_t ms : bring_back_ms) {
+    Job job = active_job(id, uint64_t(id) * kMs);
+    job.turn_ns = kQuantum;
+    job.bring_back_ns = ms * kMs;
+    jobs.push_back(job);
+    ++id;
+  }
+  return jobs;
+}
+
+// Runs `turns` turns from `first` under prefetch, each a quantum; the order.
+std::vector<int> rounds(std::vector<Job> jobs, int first, int turns) {
+  std::vector<int> order;
+  int holder = first;
+  for (int k = 0; k < turns; ++k) {
+    order.push_back(holder);
+    charge(jobs[size_t(holder)], kQuantum);
+    holder = pick(Policy::kPrefetch, jobs, holder);
+  }
+  return order;
+}
+
+}  // namespace
+
+TEST_CASE("prefetch weighs a job by its turn less the time its memory takes to come back") {
+  Job job = active_job(0, 0);
+  job.turn_ns = 50 * kMs;
+  job.bring_back_ns = 20 * kMs;
+  CHECK(paging_weight(job) == int64_t(30 * kMs));
+  job.bring_back_ns = 80 * kMs;
+  CHECK(paging_weight(job) == -int64_t(30 * kMs));
+  job.turn_ns = UINT64_MAX;  // capped: no overflow
+  job.bring_back_ns = 0;
+  CHECK(paging_weight(job) > 0);
+}
+
+TEST_CASE("with nothing paged out prefetch takes turns in arrival order, like fair") {
+  std::vector<Job> jobs = paging_jobs({0, 0, 0});
+  CHECK(pick(Policy::kPrefetch, jobs, -1) == 0);
+  CHECK(rounds(jobs, 0, 6) == std::vector<int>{0, 1, 2, 0, 1, 2});
+}
+
+TEST_CASE("after a job of high weight prefetch runs the due job with the most to bring back") {
+  // Job 0 holds (nothing out); 1 has 10 ms to bring back, 2 has 40 ms.
+  std::vector<Job> jobs = paging_jobs({0, 10, 40});
+  charge(jobs[0], kQuantum);
+  CHECK(pick(Policy::kPrefetch, jobs, 0) == 2);
+  // After the low-weight job 2, the due job of most weight: 1.
+  charge(jobs[2], kQuantum);
+  CHECK(pick(Policy::kPrefetch, jobs, 2) == 1);
+}
+
+TEST_CASE("with no holder prefetch starts with the job that has least to bring back") {
+  std::vector<Job> jobs = paging_jobs({30, 0, 60});
+  CHECK(pick(Policy::kPrefetch, jobs, -1) == 1);
+}
+
+TEST_CASE("prefetch serves every active job once a round, whatever the weights") {
+  std::vector<Job> jobs = paging_jobs({0, 5, 100, 45, 0});
+  std::vector<int> order = rounds(jobs, 0, 15);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int> seen(order.begin() + round * 5, order.begin() + round * 5 + 5);
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen == std::vector<int>{0, 1, 2, 3, 4});
+  }
+}
+
+TEST_CASE("under prefetch the holder keeps the GPU only while no other job is due") {
+  std::vector<Job> jobs = paging_jobs({0, 20});
+  CHECK(pick(Policy::kPrefetch, jobs, 0) == 1);  // both level: the other is due
+  jobs[1].active = false;
+  CHECK(pick(Policy::kPrefetch, jobs, 0) == 0);  // alone
+  jobs[1].active = true;
+  charge(jobs[0], 5 * kMs);  // ended its turn early (idle): 1 is due anyway
+  CHECK(pick(Policy::kPrefetch, jobs, 0) == 1);
+  charge(jobs[1], 3 * kQuantum);  // 1 far ahead: 0 is behind and runs
+  CHECK(pick(Policy::kPrefetch, jobs, 1) == 0);
+}
+
+TEST_CASE("a prefetch slice is the quantum times the weight, like fair") {
+  Job job = active_job(0, 0);
+  job.weight = 3;
+  CHECK(slice_length(Policy::kPrefetch, job, kQuantum) == 3 * kQuantum);
+}
+
+// ---------------------------------------------------------------------------
 // Names
 
 TEST_CASE("every policy's name parses back to it") {
-  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority}) {
+  for (Policy policy : {Policy::kFifo, Policy::kFair, Policy::kSrtf, Policy::kPriority, Policy::kPack,
+                        Policy::kPrefetch}) {
     Policy parsed = Policy::kFifo;
     REQUIRE(parse_policy(policy_name(policy), &parsed));
     CHECK(parsed == policy);
@@ -398,6 +496,6 @@ TEST_CASE("text that is not a policy name is rejected and leaves the output alon
   }
   CHECK_FALSE(policy_is_known(0));
   CHECK(policy_is_known(5));  // pack
-  CHECK_FALSE(policy_is_known(6));
+  CHECK_FALSE(policy_is_known(7));
   CHECK(std::string(policy_name(Policy(99))) == "unknown");
 }
