@@ -1,0 +1,327 @@
+"""Paging to host memory on a real GPU (GSHARE_PAGING=on): the figures of
+the paging demonstrations, each against a baseline measured in the same run.
+
+  copies    pinned host<->device copy rate with PyTorch (4 GiB, 3 times each
+            way), and how fast PyTorch pins host memory: the ceiling a
+            page-in is held against.
+  train     a mix of --jobs training jobs (bench/memory/train_job.py), each
+            holding a frozen bank of --bank-frac of the GPU besides its MLP
+            and Adam state, so that their persistent memory together is
+            about jobs x bank-frac of the GPU. First each job alone,
+            natively, one after another: the ideal (enough memory, no
+            copies) and the reference losses. Then all together under
+            gshare with paging, once with GSHARE_PREFETCH=on and once off.
+            Per run: the makespan from a common start, the losses against
+            alone, and from gshare-top (sampled every second) each job's
+            page-ins, prefetches, page-in rate and switch costs.
+  infer     --models inference "models" (--weights-frac of the GPU each, in
+            weight matrices of 1 GiB) serving requests in turn: request r
+            goes to model r mod N, one at a time, --requests in all; each
+            request runs every weight matrix once. Latency from request to
+            result, natively (one model at a time, so that they fit) and
+            under gshare with paging (all models live).
+
+usage: paging_bench.py --build DIR --out DIR [--jobs N] [--bank-frac F]
+                       [--steps N] [--models N] [--weights-frac F]
+                       [--requests N] [--timeout S] parts...
+Writes paging.json (every figure) and paging.md (tables) under --out.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+sys.path.insert(0, BENCH)
+from benchlib import stats  # noqa: E402
+
+TRAIN = os.path.join(BENCH, "memory", "train_job.py")
+INFER = os.path.join(HERE, "infer_model.py")
+
+
+def gpu_total_bytes():
+    """The GPU's memory, from nvidia-smi: no CUDA context in this process."""
+    text = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+                          capture_output=True, text=True).stdout
+    return int(text.split()[0]) << 20
+
+
+def measure_copies():
+    """In a child process (its CUDA context must not stay): the pinned
+    copy rate each way (GB/s, 1e9 bytes), and the pinning rate."""
+    text = subprocess.run([sys.executable, __file__, "--copies-child"], capture_output=True, text=True).stdout
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def copies_child():
+    import torch
+    size = 4 << 30
+    t = time.monotonic()
+    host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+    pin_s = time.monotonic() - t
+    dev = torch.empty(size, dtype=torch.uint8, device="cuda")
+    host.fill_(1)
+    rates = {"h2d": [], "d2h": []}
+    for _ in range(3):
+        torch.cuda.synchronize()
+        t = time.monotonic()
+        dev.copy_(host, non_blocking=True)
+        torch.cuda.synchronize()
+        rates["h2d"].append(size / (time.monotonic() - t) / 1e9)
+        t = time.monotonic()
+        host.copy_(dev, non_blocking=True)
+        torch.cuda.synchronize()
+        rates["d2h"].append(size / (time.monotonic() - t) / 1e9)
+    print(json.dumps({"h2d_gbps": max(rates["h2d"]), "d2h_gbps": max(rates["d2h"]),
+                      "pin_gbps": size / pin_s / 1e9, "runs": rates}))
+
+
+class TopSampler:
+    """gshare-top --json every second; keeps each pid's latest process row."""
+
+    def __init__(self, top, gshare_dir):
+        self.top, self.dir = top, gshare_dir
+        self.rows, self.stop = {}, threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stop.is_set():
+            try:
+                text = subprocess.run([self.top, "--json", "--dir", self.dir], capture_output=True,
+                                      text=True, timeout=10).stdout
+                for gpu in json.loads(text).get("gpus", []):
+                    for p in gpu.get("processes", []):
+                        self.rows[p["pid"]] = p
+            except (subprocess.SubprocessError, ValueError, KeyError):
+                pass
+            self.stop.wait(1.0)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(timeout=15)
+        return self.rows
+
+
+def start_jobs(commands, env, out_dir, tag):
+    procs = []
+    for i, cmd in enumerate(commands):
+        out = open(os.path.join(out_dir, f"{tag}-{i}.out"), "w")
+        err = open(os.path.join(out_dir, f"{tag}-{i}.err"), "w")
+        procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, start_new_session=True))
+    return procs
+
+
+def wait_all(procs, deadline):
+    for p in procs:
+        try:
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    timed_out = [p.pid for p in procs if p.poll() is None]
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    return timed_out
+
+
+def wait_files(paths, procs, deadline):
+    while time.monotonic() < deadline:
+        if all(os.path.exists(p) for p in paths):
+            return True
+        if any(p.poll() is not None for p in procs):
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def parse_train(path):
+    losses, done_t = [], None
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if line.startswith("step "):
+                losses.append(parts[3])
+            elif line.startswith("done "):
+                done_t = float(parts[parts.index("t") + 1])
+    return losses, done_t
+
+
+def env_with(preload, extra):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    env.update(extra)
+    return env
+
+
+def train_run(args, jobs, tag, preload=None, extra=None, only=None):
+    """One run of the training mix (or of job `only` alone). Returns its figures."""
+    out_dir = os.path.join(args.out, "raw")
+    os.makedirs(out_dir, exist_ok=True)
+    ids = [only] if only is not None else list(range(jobs))
+    ready = [os.path.join(out_dir, f"{tag}-{i}.ready") for i in ids]
+    start = os.path.join(out_dir, f"{tag}.start")
+    for p in ready + [start]:
+        if os.path.exists(p):
+            os.remove(p)
+    commands = [[sys.executable, TRAIN, "--seed", str(i + 1), "--steps", str(args.steps),
+                 "--width", "4096", "--depth", "8", "--batch", "16384",
+                 "--bank-gib", f"{args.bank_gib:.2f}", "--ready", r, "--start", start]
+                for i, r in zip(ids, ready)]
+    gshare_dir = os.path.join("/tmp", f"gshare-paging-{tag}")
+    os.makedirs(gshare_dir, exist_ok=True)
+    env = env_with(preload, dict(extra or {}, GSHARE_DIR=gshare_dir))
+    procs = start_jobs(commands, env, out_dir, tag)
+    sampler = TopSampler(args.top, gshare_dir) if preload else None
+    deadline = time.monotonic() + args.timeout
+    built = wait_files(ready, procs, deadline)
+    t0 = time.monotonic()
+    open(start, "w").close()
+    timed_out = wait_all(procs, deadline)
+    rows = sampler.finish() if sampler else {}
+    result = {"tag": tag, "built": built, "timed_out": len(timed_out), "jobs": []}
+    ends = []
+    for k, i in enumerate(ids):
+        losses, done_t = parse_train(os.path.join(out_dir, f"{tag}-{k}.out"))
+        row = rows.get(procs[k].pid, {})
+        job = {"job": i, "steps": len(losses), "losses": losses, "rc": procs[k].returncode,
+               "seconds": (done_t - t0) if done_t else None}
+        for key in ("page_outs", "page_ins", "prefetches", "page_in_gbps", "paging_ms", "switches",
+                    "switch_ns", "switch_cost_ns", "host_paging_bytes", "persistent_bytes"):
+            if key in row:
+                job[key] = row[key]
+        result["jobs"].append(job)
+        if done_t:
+            ends.append(done_t - t0)
+    result["makespan_s"] = max(ends) if len(ends) == len(ids) else None
+    return result
+
+
+def part_train(args, report):
+    total = gpu_total_bytes()
+    args.bank_gib = args.bank_frac * total / 2**30
+    jobs = args.jobs
+    alone = [train_run(args, jobs, f"alone{i}", only=i) for i in range(jobs)]
+    ideal = sum(r["jobs"][0]["seconds"] or 0 for r in alone)
+    reference = [r["jobs"][0]["losses"] for r in alone]
+    report["train"] = {"jobs": jobs, "bank_gib": args.bank_gib, "steps": args.steps,
+                       "gpu_bytes": total, "alone": alone, "ideal_s": ideal, "runs": []}
+    limit = os.environ.get("BENCH_HOST_MEM_LIMIT", "100GiB")
+    for prefetch in args.prefetch:
+        extra = {"GSHARE_PAGING": "on", "GSHARE_PREFETCH": prefetch, "GSHARE_HOST_MEM_LIMIT": limit,
+                 "GSHARE_LOG": "info", "GSHARE_ADMIT_TIMEOUT_S": str(int(args.timeout))}
+        run = train_run(args, jobs, f"gshare-prefetch-{prefetch}", preload=args.lib, extra=extra)
+        run["prefetch"] = prefetch
+        run["losses_identical"] = all(j["losses"] == reference[j["job"]] for j in run["jobs"])
+        run["ratio_to_ideal"] = ideal / run["makespan_s"] if run["makespan_s"] else None
+        page_in = [j["page_in_gbps"] for j in run["jobs"] if j.get("page_in_gbps")]
+        run["page_in_gbps_median"] = stats.median(page_in) if page_in else None
+        switches = sum(j.get("switches", 0) for j in run["jobs"])
+        run["switch_ms_mean"] = (sum(j.get("switch_ns", 0) for j in run["jobs"]) / switches / 1e6
+                                 if switches else None)
+        for j in run["jobs"]:
+            del j["losses"]
+        report["train"]["runs"].append(run)
+        write(args, report)
+    for r in alone:
+        for j in r["jobs"]:
+            del j["losses"]
+
+
+def part_infer(args, report):
+    total = gpu_total_bytes()
+    weights_gib = args.weights_frac * total / 2**30
+    out_dir = os.path.join(args.out, "raw")
+    os.makedirs(out_dir, exist_ok=True)
+    report["infer"] = {"models": args.models, "weights_gib": weights_gib, "requests": args.requests,
+                       "runs": []}
+
+    def run(tag, preload, extra, models_at_once):
+        lat = []
+        gshare_dir = os.path.join("/tmp", f"gshare-paging-{tag}")
+        os.makedirs(gshare_dir, exist_ok=True)
+        env = env_with(preload, dict(extra, GSHARE_DIR=gshare_dir))
+        # Each model process serves the requests whose number names it:
+        # request r waits for request r-1's answer (files in turn).
+        turn_dir = os.path.join(out_dir, tag + "-turns")
+        os.makedirs(turn_dir, exist_ok=True)
+        for f in os.listdir(turn_dir):
+            os.remove(os.path.join(turn_dir, f))
+        groups = [list(range(args.models))] if models_at_once else [[m] for m in range(args.models)]
+        sampler = TopSampler(args.top, gshare_dir) if preload else None
+        for group in groups:
+            cmds = [[sys.executable, INFER, "--model", str(m), "--models", str(args.models),
+                     "--weights-gib", f"{weights_gib:.2f}", "--requests", str(args.requests),
+                     "--turns", turn_dir, "--only-own" if not models_at_once else "--all"]
+                    for m in group]
+            procs = start_jobs(cmds, env, out_dir, f"{tag}-g{group[0]}")
+            wait_all(procs, time.monotonic() + args.timeout)
+            for k, m in enumerate(group):
+                with open(os.path.join(out_dir, f"{tag}-g{group[0]}-{k}.out")) as f:
+                    for line in f:
+                        if line.startswith("request "):
+                            lat.append(float(line.split()[3]))
+        rows = sampler.finish() if sampler else {}
+        return {"tag": tag, "latency_ms": stats.distribution(lat) if lat else None, "answered": len(lat),
+                "page_ins": sum(r.get("page_ins", 0) for r in rows.values()),
+                "prefetches": sum(r.get("prefetches", 0) for r in rows.values()),
+                "page_in_gbps": [r.get("page_in_gbps") for r in rows.values()]}
+
+    limit = os.environ.get("BENCH_HOST_MEM_LIMIT", "100GiB")
+    report["infer"]["runs"].append(run("infer-native-one-at-a-time", None, {}, False))
+    report["infer"]["runs"].append(run("infer-gshare-paging", args.lib,
+                                       {"GSHARE_PAGING": "on", "GSHARE_HOST_MEM_LIMIT": limit,
+                                        "GSHARE_LOG": "info"}, True))
+    write(args, report)
+
+
+def write(args, report):
+    with open(os.path.join(args.out, "paging.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+
+def main():
+    if sys.argv[1:] == ["--copies-child"]:
+        copies_child()
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True, help="folder with libgshare.so and tools/gshare-top")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--bank-frac", type=float, default=0.35)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--models", type=int, default=6)
+    ap.add_argument("--weights-frac", type=float, default=0.25)
+    ap.add_argument("--requests", type=int, default=30)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--prefetch", nargs="+", default=["on", "off"], choices=["on", "off"],
+                    help="train: the GSHARE_PREFETCH settings to run, in order")
+    ap.add_argument("parts", nargs="+", choices=["copies", "train", "infer"])
+    args = ap.parse_args()
+    args.lib = os.path.join(args.build, "libgshare.so")
+    args.top = os.path.join(args.build, "tools", "gshare-top")
+    os.makedirs(args.out, exist_ok=True)
+    report = {"device": subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                                       capture_output=True, text=True).stdout.strip()}
+    if "copies" in args.parts:
+        report["copies"] = measure_copies()
+        write(args, report)
+    if "train" in args.parts:
+        part_train(args, report)
+    if "infer" in args.parts:
+        part_infer(args, report)
+    write(args, report)
+    print(json.dumps(report, indent=1)[:20000])
+
+
+if __name__ == "__main__":
+    main()
