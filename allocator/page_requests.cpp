@@ -96,6 +96,9 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
       Slot& s = r.slots[order[k]];
       s.page_out_requests++;
+      // Its framework's cache first (allocator/admission.h): free blocks
+      // given back need no copy, and the page-out waits a moment for them.
+      s.release_requests++;
       asked += s.movable_bytes;
     }
     if (asked > coming) shm::wake_waiters(r.header);

@@ -34,6 +34,7 @@ using shm::Slot;
 namespace {
 
 constexpr double MiB = 1024.0 * 1024.0;
+using tunables::kCacheFirstNs;
 using tunables::kDrainWaitNs;
 using tunables::kPageInHoldNs;
 using tunables::kPagerPollNs;
@@ -247,6 +248,22 @@ void release_copied(Arbiter& arbiter, Ranges& ranges) {
   if (ephemeral) arbiter.release(ephemeral, 0, MemoryClass::kEphemeral);
 }
 
+// A page-out asks for the job's cache too (ask_for_page_outs): a thread of
+// the job answers that (admission.h), emptying its framework's cache at
+// rest, and what it frees is not copied. Waits up to kCacheFirstNs for the
+// answer; a job that never answers (no framework, or busy mid-step) is
+// paged out as it is.
+void wait_for_cache_first(Device& device) {
+  const Slot* slot = device.account.slot();
+  const uint64_t deadline = mono_now_ns() + kCacheFirstNs;
+  while (__atomic_load_n(&slot->release_requests, __ATOMIC_RELAXED) !=
+             __atomic_load_n(&slot->release_acks, __ATOMIC_RELAXED) &&
+         mono_now_ns() < deadline) {
+    timespec pause{0, 5'000'000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
 // Pages `device`'s movable memory out, if this job holds no token. Runs on
 // the pager thread.
 void page_out(Device& device) {
@@ -255,6 +272,7 @@ void page_out(Device& device) {
   Region& r = *arbiter.region();
   const uint64_t bit = bit_of(device.ordinal);
   const uint64_t started = mono_now_ns();
+  wait_for_cache_first(device);
   lock_movable_memory();
   Ranges ranges(count_movable(device.ordinal));
   if (!ranges.ok()) {

@@ -24,6 +24,9 @@ inline constexpr uint64_t kAskPageOutAgainNs = 100'000'000;
 // How long a job waiting for room keeps its token with no page-out under
 // way for it, before it hands the token on.
 inline constexpr uint64_t kPageInHoldNs = 1'000'000'000;
+// How long a page-out waits for the job to give its framework's cache
+// back first (asked with the page-out): freed blocks need no copy.
+inline constexpr uint64_t kCacheFirstNs = 1'000'000'000;
 // The page-in rate the prefetch policy assumes before any page-in on the
 // GPU has been measured: pinned host-to-device copies over PCIe 4 x16.
 inline constexpr uint64_t kAssumedPageInBytesPerS = 20'000'000'000;

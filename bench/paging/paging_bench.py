@@ -216,7 +216,7 @@ def part_train(args, report):
     report["train"] = {"jobs": jobs, "bank_gib": args.bank_gib, "steps": args.steps,
                        "gpu_bytes": total, "alone": alone, "ideal_s": ideal, "runs": []}
     limit = os.environ.get("BENCH_HOST_MEM_LIMIT", "100GiB")
-    for prefetch in args.prefetch:
+    for prefetch in args.prefetch.split(","):
         extra = {"GSHARE_PAGING": "on", "GSHARE_PREFETCH": prefetch, "GSHARE_HOST_MEM_LIMIT": limit,
                  "GSHARE_LOG": "info", "GSHARE_ADMIT_TIMEOUT_S": str(int(args.timeout))}
         run = train_run(args, jobs, f"gshare-prefetch-{prefetch}", preload=args.lib, extra=extra)
@@ -269,7 +269,7 @@ def part_infer(args, report):
                 with open(os.path.join(out_dir, f"{tag}-g{group[0]}-{k}.out")) as f:
                     for line in f:
                         if line.startswith("request "):
-                            lat.append(float(line.split()[3]))
+                            lat.append(float(line.split()[4]))
         rows = sampler.finish() if sampler else {}
         return {"tag": tag, "latency_ms": stats.distribution(lat) if lat else None, "answered": len(lat),
                 "page_ins": sum(r.get("page_ins", 0) for r in rows.values()),
@@ -303,8 +303,8 @@ def main():
     ap.add_argument("--weights-frac", type=float, default=0.25)
     ap.add_argument("--requests", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=300)
-    ap.add_argument("--prefetch", nargs="+", default=["on", "off"], choices=["on", "off"],
-                    help="train: the GSHARE_PREFETCH settings to run, in order")
+    ap.add_argument("--prefetch", default="on,off",
+                    help="train: the GSHARE_PREFETCH settings to run, in order, comma-separated")
     ap.add_argument("parts", nargs="+", choices=["copies", "train", "infer"])
     args = ap.parse_args()
     args.lib = os.path.join(args.build, "libgshare.so")

@@ -1,0 +1,80 @@
+"""gshare-sim's prediction for a measured paging run (paging_bench.py
+train): the trace is made from what was measured, each job's GPU time
+alone (its seconds from the start over its steps), its memory (PyTorch's
+peak reserved alone as P + E, the bank and model as P), the GPU's size and
+the page-in rate gshare measured; gshare-sim --paging then predicts the
+prefetch policy's makespan, set beside the measured one.
+
+usage: compare_sim.py --run DIR --sim PATH/gshare-sim
+  DIR holds paging.json and raw/ (the job logs) of one paging_bench.py run.
+Prints one JSON object: {"trace": ..., "predicted_s": {...}, "measured_s": {...}}.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+MIB = 1 << 20
+
+
+def peak_reserved(path):
+    with open(path) as f:
+        for line in f:
+            if line.startswith("done "):
+                return int(line.split()[2])
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--sim", required=True)
+    args = ap.parse_args()
+    report = json.load(open(os.path.join(args.run, "paging.json")))
+    train = report["train"]
+    runs = {r["prefetch"]: r for r in train["runs"]}
+    rate = [r["page_in_gbps_median"] for r in train["runs"] if r.get("page_in_gbps_median")]
+    gbps = max(rate) if rate else report["copies"]["h2d_gbps"]
+    jobs = []
+    for i, alone in enumerate(train["alone"]):
+        seconds = alone["jobs"][0]["seconds"]
+        peak = peak_reserved(os.path.join(args.run, "raw", f"alone{i}-0.out"))
+        persistent = None
+        for run in train["runs"]:
+            p = [j.get("persistent_bytes") for j in run["jobs"] if j["job"] == i and j.get("persistent_bytes")]
+            if p:
+                persistent = max(persistent or 0, p[0])
+        if persistent is None:
+            persistent = int(train["bank_gib"] * (1 << 30))
+        footprint = max(peak or 0, persistent)
+        jobs.append({"name": f"job{i}", "arrival_s": 0, "iteration_ms": seconds * 1e3 / train["steps"],
+                     "iterations": train["steps"], "persistent_mib": persistent // MIB,
+                     "ephemeral_mib": (footprint - persistent) // MIB})
+    trace = {"description": "measured paging run", "quantum_ms": 20, "slice_max_ms": 200, "handover_ms": 0.05,
+             "capacity_mib": train["gpu_bytes"] // MIB, "jobs": jobs}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(trace, f)
+        path = f.name
+    text = subprocess.run([args.sim, "--paging", f"{gbps:.2f}", path], capture_output=True, text=True).stdout
+    os.unlink(path)
+    predicted = {}
+    for line in text.splitlines():
+        m = re.match(r"\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", line)
+        if m:
+            predicted[m.group(1)] = {"no_prefetch_s": float(m.group(2)), "prefetch_s": float(m.group(3))}
+    measured = {k: v["makespan_s"] for k, v in runs.items()}
+    out = {"trace": trace, "page_in_gbps": gbps, "predicted_s": predicted, "measured_s": measured}
+    policy = predicted.get("prefetch")
+    if policy:
+        if measured.get("on"):
+            out["live_over_sim_prefetch_on"] = measured["on"] / policy["prefetch_s"]
+        if measured.get("off"):
+            out["live_over_sim_prefetch_off"] = measured["off"] / policy["no_prefetch_s"]
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
