@@ -9,6 +9,7 @@
 #include "allocator/framework_classes.h"
 #include "allocator/movable_memory.h"
 #include "allocator/page_requests.h"
+#include "allocator/pager.h"
 #include "allocator/pools.h"
 #include "allocator/python_api.h"
 #include "base/driver_api.h"
@@ -443,7 +444,7 @@ bool waits_for_anything() {
 
 void answer(bool from_hook) {
   if (!release_requested()) return;
-  if (has_framework_cache() && !framework_at_rest()) return;
+  if (has_framework_cache() && !framework_at_rest() && !page_out_waits_for_cache()) return;
   bool framework = from_hook && can_empty_framework_caches();
   // A framework cache only a thread that may call into Python can empty: a
   // hook thread, or Python's main thread at its next bytecode (a job idle

@@ -43,9 +43,11 @@ struct Allocation {
   // kDevice under paging (allocator/movable_memory.h): `key` is reserved
   // address space of `extent` bytes, backed by the physical `handle` while
   // resident; paged out, its contents wait in `host_copy` (pinned, kept for
-  // the next page-out) and `handle` is 0.
+  // the next page-out; allocator/host_copies.h, `host_registered` saying
+  // how it was made) and `handle` is 0.
   uint8_t movable = 0;
   uint8_t paged = 0;
+  uint8_t host_registered = 0;
   uint64_t host_copy = 0;
 };
 

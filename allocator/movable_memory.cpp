@@ -1,10 +1,13 @@
 #include "allocator/movable_memory.h"
 
+#include "allocator/host_copies.h"
+
 #include <pthread.h>
 
 #include <atomic>
 
 #include "allocator/devices.h"
+#include "allocator/host_copies.h"
 #include "allocator/pager.h"
 #include "allocator/tracked_memory.h"
 #include "base/driver_api.h"
@@ -142,8 +145,7 @@ CUresult free_movable(const Allocation& entry) {
     api.ctx_pop_current(&ignored);
   }
   if (!entry.paged) unback_range(entry.key, entry.extent, entry.handle);
-  if (entry.host_copy != 0 && api.mem_free_host)
-    api.mem_free_host(reinterpret_cast<void*>(entry.host_copy));
+  free_host_copy({entry.host_copy, entry.host_registered != 0}, entry.extent);
   return api.mem_address_free(entry.key, entry.extent);
 }
 

@@ -10,6 +10,7 @@
 #include "allocator/admission.h"
 #include "allocator/classifier.h"
 #include "allocator/devices.h"
+#include "allocator/host_copies.h"
 #include "allocator/movable_memory.h"
 #include "allocator/page_requests.h"
 #include "allocator/tracked_memory.h"
@@ -57,7 +58,7 @@ uint64_t bit_of(int device) { return device >= 0 && device < 64 ? uint64_t(1) <<
 // the copies run without its lock. mmap'd: hooks never call malloc.
 struct Range {
   uint64_t pointer, size, handle, host, context;
-  uint8_t paged, persistent;
+  uint8_t paged, persistent, host_registered;
 };
 class Ranges {
  public:
@@ -91,7 +92,7 @@ void collect(int device, bool paged, Ranges* out, bool persistent_only = false) 
     if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device) return;
     if ((a.paged != 0) != paged) return;
     if (persistent_only && a.paged != kPagedPersistent) return;
-    out->add({a.key, a.extent, a.handle, a.host_copy, a.context, a.paged, a.persistent});
+    out->add({a.key, a.extent, a.handle, a.host_copy, a.context, a.paged, a.persistent, a.host_registered});
   });
 }
 
@@ -213,15 +214,18 @@ bool copy_out(Device& device, Ranges& ranges) {
   for (size_t i = 0; i < ranges.size(); ++i) {
     Range& range = ranges[i];
     if (range.host == 0) {
-      void* host = nullptr;
-      if (api.mem_host_alloc(&host, range.size, 0) != CUDA_SUCCESS) {
+      const HostCopy host = make_host_copy(range.size);
+      if (host.pointer == 0) {
         GSHARE_WARN("GPU %s: no pinned host memory for a page-out (%.1f MiB): the job stays on the GPU",
                     device.uuid, double(range.size) / MiB);
         return false;
       }
-      range.host = reinterpret_cast<uint64_t>(host);
-      ledger().update(AllocationKind::kDevice, range.pointer,
-                      [&](Allocation& a) { a.host_copy = range.host; });
+      range.host = host.pointer;
+      range.host_registered = host.registered;
+      ledger().update(AllocationKind::kDevice, range.pointer, [&](Allocation& a) {
+        a.host_copy = host.pointer;
+        a.host_registered = host.registered;
+      });
     }
     if (api.memcpy_dtoh_async(reinterpret_cast<void*>(range.host), range.pointer, range.size,
                               copies.stream) != CUDA_SUCCESS)
@@ -253,15 +257,20 @@ void release_copied(Arbiter& arbiter, Ranges& ranges) {
 // rest, and what it frees is not copied. Waits up to kCacheFirstNs for the
 // answer; a job that never answers (no framework, or busy mid-step) is
 // paged out as it is.
+std::atomic<bool> g_waits_for_cache{false};
 void wait_for_cache_first(Device& device) {
   const Slot* slot = device.account.slot();
   const uint64_t deadline = mono_now_ns() + kCacheFirstNs;
+  g_waits_for_cache.store(true);
+  // The job's threads that wait for the token answer at their wake-ups.
+  shm::wake_waiters(device.account.arbiter().region()->header);
   while (__atomic_load_n(&slot->release_requests, __ATOMIC_RELAXED) !=
              __atomic_load_n(&slot->release_acks, __ATOMIC_RELAXED) &&
          mono_now_ns() < deadline) {
     timespec pause{0, 5'000'000};
     nanosleep(&pause, nullptr);
   }
+  g_waits_for_cache.store(false);
 }
 
 // Pages `device`'s movable memory out, if this job holds no token. Runs on
@@ -329,7 +338,6 @@ void page_out(Device& device) {
 // job whose page-out needs that host memory (ask_for_host_copies). Runs on
 // the pager thread.
 void free_host_copies(Device& device) {
-  const DriverApi& api = driver();
   uint64_t freed = 0;
   lock_movable_memory();
   Ranges kept(count_movable(device.ordinal));
@@ -338,11 +346,12 @@ void free_host_copies(Device& device) {
   ledger().for_each([&](Allocation& a) {
     if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device.ordinal) return;
     if (a.paged || a.host_copy == 0 || !kept.ok()) return;
-    kept.add({a.key, a.extent, 0, a.host_copy, a.context, 0, 0});
+    kept.add({a.key, a.extent, 0, a.host_copy, a.context, 0, 0, a.host_registered});
     a.host_copy = 0;
+    a.host_registered = 0;
   });
   for (size_t i = 0; i < kept.size(); ++i) {
-    if (api.mem_free_host) api.mem_free_host(reinterpret_cast<void*>(kept[i].host));
+    free_host_copy({kept[i].host, kept[i].host_registered != 0}, kept[i].size);
     freed += kept[i].size;
   }
   unlock_movable_memory();
@@ -545,6 +554,10 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   note_movable_resident(device, int64_t(total));
   unlock_movable_memory();
   if (!ok) {
+    // The driver refused memory gshare had admitted (memory outside its
+    // view in use, or released memory not yet reclaimed): the caller waits
+    // for it and tries again. A prefetch just stops.
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) return CUDA_ERROR_NOT_READY;
     GSHARE_WARN("GPU %s: paging in failed (error %d) after %.1f of %.1f MiB: the call that needed "
                 "the memory gets CUDA_ERROR_OUT_OF_MEMORY",
                 device.uuid, int(result), double(total) / MiB,
@@ -566,7 +579,20 @@ CUresult page_in_all() {
   for_each_attached_device([&](Device& device) {
     if (result != CUDA_SUCCESS || !device.account.shared()) return;
     if (!(g_paged_devices.load(std::memory_order_acquire) & bit_of(device.ordinal))) return;
-    result = page_in(device, /*prefetch=*/false);
+    uint64_t refused_since = 0;
+    // CUDA_ERROR_NOT_READY: the driver refused the memory (page_in); wait
+    // for it like an allocation the driver refused, then go on.
+    while ((result = page_in(device, /*prefetch=*/false)) == CUDA_ERROR_NOT_READY) {
+      uint64_t want[2];
+      paged_bytes(device, want);
+      if (!wait_after_driver_refused(device, "page-in", want[0] + want[1], &refused_since)) {
+        GSHARE_WARN("GPU %s: paging in %.1f MiB: the driver still refuses the memory after "
+                    "GSHARE_ADMIT_TIMEOUT_S: the call that needed it gets CUDA_ERROR_OUT_OF_MEMORY",
+                    device.uuid, double(want[0] + want[1]) / MiB);
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+        break;
+      }
+    }
   });
   pthread_mutex_unlock(&g_page_in_mutex);
   return result;
@@ -677,6 +703,8 @@ void end_device_work(const DeviceWork& work) {
 }
 
 bool paged_out() { return g_paged_devices.load(std::memory_order_relaxed) != 0; }
+
+bool page_out_waits_for_cache() { return g_waits_for_cache.load(std::memory_order_relaxed); }
 
 
 

@@ -73,6 +73,12 @@ void end_device_work(const DeviceWork& work);
 // Whether some of this process's movable memory is not on the GPU now.
 bool paged_out();
 
+// Whether this process's pager is about to page it out and waits for its
+// framework's cache first: a thread of the job answering a request for
+// its cache (admission.h) then empties it even mid-step, since the job is
+// switched out and all of its memory is about to move anyway.
+bool page_out_waits_for_cache();
+
 // `bytes` more (or fewer) resident movable bytes on `device`.
 void note_movable_resident(Device& device, int64_t bytes);
 // A movable allocation was freed, resident or paged out: its host copy and

@@ -54,6 +54,8 @@ void fill_driver() {
   look_up(h, &g_api.mem_set_access, "cuMemSetAccess");
   look_up(h, &g_api.mem_host_alloc, "cuMemHostAlloc");
   look_up(h, &g_api.mem_free_host, "cuMemFreeHost");
+  look_up(h, &g_api.mem_host_register, "cuMemHostRegister_v2");
+  look_up(h, &g_api.mem_host_unregister, "cuMemHostUnregister");
   look_up(h, &g_api.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2");
   look_up(h, &g_api.memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
   look_up(h, &g_api.stream_create, "cuStreamCreate");

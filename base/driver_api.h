@@ -48,6 +48,8 @@ struct DriverApi {
   CUresult (*mem_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t);
   CUresult (*mem_host_alloc)(void**, size_t, unsigned int);
   CUresult (*mem_free_host)(void*);
+  CUresult (*mem_host_register)(void*, size_t, unsigned int);
+  CUresult (*mem_host_unregister)(void*);
   CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*stream_create)(CUstream*, unsigned int);

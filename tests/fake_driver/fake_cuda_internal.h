@@ -423,6 +423,7 @@ struct State {
   std::map<CUmemGenericAllocationHandle, PhysAlloc> phys;
   std::map<uintptr_t, Reservation> reservations;
   std::map<uintptr_t, Mapping> mappings;
+  std::map<uintptr_t, size_t> registered_host;  // cuMemHostRegister: base -> bytes
 
   unsigned long long next_id = 1;  // contexts, streams, buffers, captures
   CUmemGenericAllocationHandle next_phys_handle = 0x1000;

@@ -412,6 +412,26 @@ CUresult CUDAAPI cuMemFreeHost(void* p) {
   return CUDA_SUCCESS;
 }
 
+// Registered host memory: the range is only remembered (nothing to pin),
+// so that unregistering what was never registered is refused as the
+// driver does.
+CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int Flags) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (p == nullptr || bytesize == 0 || (Flags & ~0xFu) != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> g(S().mu);
+  if (!S().registered_host.emplace(H(p), bytesize).second) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void* p) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  std::lock_guard<std::mutex> g(S().mu);
+  if (p == nullptr || S().registered_host.erase(H(p)) == 0) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
   CUresult rc = check_init();
   if (rc != CUDA_SUCCESS) return rc;

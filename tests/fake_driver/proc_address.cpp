@@ -92,6 +92,8 @@ const ProcEntry kProcTable[] = {
     {"cuMemAllocHost", 3020, false, reinterpret_cast<void*>(&cuMemAllocHost_v2)},
     {"cuMemHostAlloc", 2020, false, reinterpret_cast<void*>(&cuMemHostAlloc)},
     {"cuMemFreeHost", 2000, false, reinterpret_cast<void*>(&cuMemFreeHost)},
+    {"cuMemHostRegister", 6050, false, reinterpret_cast<void*>(&cuMemHostRegister_v2)},
+    {"cuMemHostUnregister", 4000, false, reinterpret_cast<void*>(&cuMemHostUnregister)},
     {"cuMemHostGetDevicePointer", 3020, false, reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
     {"cuMemAllocManaged", 6000, false, reinterpret_cast<void*>(&cuMemAllocManaged)},
     {"cuMemcpyHtoD", 2000, false, reinterpret_cast<void*>(&cuMemcpyHtoD)},

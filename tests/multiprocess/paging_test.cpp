@@ -172,6 +172,33 @@ TEST_CASE("under the prefetch policy the next job's memory comes back while anot
   }
 }
 
+TEST_CASE("a page-in the driver refuses waits for the memory, then goes on intact", "[paging]") {
+  // A (160 MiB in 4 allocations) sleeps between iterations; B takes 160
+  // MiB, so A is paged out, and frees it. A process outside gshare then
+  // holds 100 MiB: gshare sees room for A's page-in, the driver does not.
+  // A waits for the memory instead of failing, and finishes once it is
+  // free, its words intact.
+  TestGpu gpu(256 * kMiB);
+  Client outside(gpu, {{"LD_PRELOAD", ""}});
+  REQUIRE(outside.send("init") == "init ok");
+  const Env env = paging({{"GSHARE_ADMIT_TIMEOUT_S", "30"}});
+  Client a(gpu, env);
+  Client b(gpu, env);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  a.post("pagetrain 2 160M 4 1 1000 4000");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // A in its first gap
+  REQUIRE(b.send("alloc 160M x", 20) == "alloc ok x");
+  REQUIRE(b.send("free x") == "free ok");
+  REQUIRE(outside.send("alloc 100M held") == "alloc ok held");
+  await(gpu, "A's page-in waiting for the memory the driver refused", [&] {
+    return a.stderr_text().find("the driver is out of memory that gshare had admitted") != std::string::npos;
+  }, 20);
+  REQUIRE(outside.send("free held") == "free ok");
+  INFO(a.stderr_text());
+  CHECK(starts_with(a.reply(30), "pagetrain ok 2 "));
+}
+
 TEST_CASE("a job killed in its page-out or its page-in leaves the others running", "[paging]") {
   for (const char* when : {"paging out", "paging in"}) {
     INFO("killed while " << when);
