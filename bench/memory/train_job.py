@@ -35,6 +35,9 @@ def main():
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--batch", type=int, default=65536)
     p.add_argument("--bank-gib", type=float, default=0.0)
+    p.add_argument("--bank-in-place", action="store_true",
+                   help="fill the bank in place (no temporary of its size, which PyTorch would "
+                        "keep cached: a second bank's worth of free memory)")
     p.add_argument("--scratch-gib", type=float, default=0.0,
                    help="per step, a buffer of this many GiB written once and freed with the "
                         "activations: a large ephemeral peak for a short step")
@@ -55,7 +58,10 @@ def main():
     model = training.mlp(args.width, args.depth, relu_after_last=True, out_features=16).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     bank_rows = int(args.bank_gib * 2**30 / (4 * args.width))
-    bank = torch.randn(max(bank_rows, 1), args.width, device=device) * 0.01
+    if args.bank_in_place:
+        bank = torch.empty(max(bank_rows, 1), args.width, device=device).normal_(0.0, 0.01)
+    else:
+        bank = torch.randn(max(bank_rows, 1), args.width, device=device) * 0.01
     if args.ready:
         open(args.ready, "w").close()
     while args.start and not os.path.exists(args.start):

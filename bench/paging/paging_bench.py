@@ -175,7 +175,7 @@ def train_run(args, jobs, tag, preload=None, extra=None, only=None):
             os.remove(p)
     commands = [[sys.executable, TRAIN, "--seed", str(i + 1), "--steps", str(args.steps),
                  "--width", "4096", "--depth", "8", "--batch", "16384",
-                 "--bank-gib", f"{args.bank_gib:.2f}", "--ready", r, "--start", start]
+                 "--bank-gib", f"{args.bank_gib:.2f}", "--bank-in-place", "--ready", r, "--start", start]
                 for i, r in zip(ids, ready)]
     gshare_dir = os.path.join("/tmp", f"gshare-paging-{tag}")
     os.makedirs(gshare_dir, exist_ok=True)
