@@ -142,6 +142,12 @@ def wait_files(paths, procs, deadline):
     return False
 
 
+def fresh_dir(tag):
+    """A GSHARE_DIR of its own for one run: no region left by an earlier one."""
+    import tempfile
+    return tempfile.mkdtemp(prefix=f"gshare-paging-{tag}-")
+
+
 def parse_train(path):
     losses, done_t = [], None
     with open(path) as f:
@@ -177,8 +183,7 @@ def train_run(args, jobs, tag, preload=None, extra=None, only=None):
                  "--width", "4096", "--depth", "8", "--batch", "16384",
                  "--bank-gib", f"{args.bank_gib:.2f}", "--bank-in-place", "--ready", r, "--start", start]
                 for i, r in zip(ids, ready)]
-    gshare_dir = os.path.join("/tmp", f"gshare-paging-{tag}")
-    os.makedirs(gshare_dir, exist_ok=True)
+    gshare_dir = fresh_dir(tag)
     env = env_with(preload, dict(extra or {}, GSHARE_DIR=gshare_dir))
     procs = start_jobs(commands, env, out_dir, tag)
     sampler = TopSampler(args.top, gshare_dir) if preload else None
@@ -247,8 +252,7 @@ def part_infer(args, report):
 
     def run(tag, preload, extra, models_at_once):
         lat = []
-        gshare_dir = os.path.join("/tmp", f"gshare-paging-{tag}")
-        os.makedirs(gshare_dir, exist_ok=True)
+        gshare_dir = fresh_dir(tag)
         env = env_with(preload, dict(extra, GSHARE_DIR=gshare_dir))
         # Each model process serves the requests whose number names it:
         # request r waits for request r-1's answer (files in turn).
