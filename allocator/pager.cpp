@@ -87,11 +87,10 @@ class Ranges {
 
 // The device's movable allocations that are resident (`paged` false) or
 // paged out (`paged` true). Call with the movable-memory lock held.
-void collect(int device, bool paged, Ranges* out, bool persistent_only = false) {
+void collect(int device, bool paged, Ranges* out) {
   ledger().for_each([&](Allocation& a) {
     if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device) return;
     if ((a.paged != 0) != paged) return;
-    if (persistent_only && a.paged != kPagedPersistent) return;
     out->add({a.key, a.extent, a.handle, a.host_copy, a.context, a.paged, a.persistent, a.host_registered});
   });
 }
@@ -490,14 +489,15 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   paged_bytes(device, want);
   const MemoryClass classes[2] = {MemoryClass::kEphemeral, MemoryClass::kPersistent};
   if (prefetch) {
-    // Persistent memory only: ephemeral memory is taken in turn, or a job
-    // waiting for its turn could take its lane's space from the runner.
-    want[0] = 0;
-    if (want[1] == 0) return CUDA_ERROR_NOT_READY;
+    // Both classes, all or nothing (reserve_both), so a waiting job never
+    // holds part of its lane's space while it waits for the rest. Many
+    // frameworks' memory is classified from their own figures, not per
+    // allocation, so their persistent memory can be ephemeral by class.
+    if (want[0] + want[1] == 0) return CUDA_ERROR_NOT_READY;
     const shm::ReserveResult reserved = reserve_both(device.account, want);
     if (reserved.status != shm::ReserveStatus::kGranted) {
       if (short_bytes && reserved.status != shm::ReserveStatus::kOverQuota)
-        *short_bytes = short_by(reserved, want[1]);
+        *short_bytes = short_by(reserved, want[0] + want[1]);
       return CUDA_ERROR_NOT_READY;
     }
     set_residency(arbiter, shm::kPagingIn);
@@ -510,7 +510,7 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   }
   lock_movable_memory();
   Ranges ranges(count_movable(device.ordinal));
-  collect(device.ordinal, true, &ranges, /*persistent_only=*/prefetch);
+  collect(device.ordinal, true, &ranges);
   uint64_t restored[2] = {0, 0};
   size_t backed = 0;
   const uint64_t copy_began = mono_now_ns();
@@ -532,7 +532,7 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   const uint64_t total = restored[0] + restored[1];
   if (total) arbiter.commit(total, 0);
   const bool ok = backed == ranges.size() && result == CUDA_SUCCESS;
-  // A prefetch leaves the ephemeral part out, for the job's turn.
+  // Frees meanwhile may have left nothing out.
   uint64_t still_out[2];
   paged_bytes_locked(device, still_out);
   const bool all = ok && still_out[0] + still_out[1] == 0;
@@ -599,14 +599,13 @@ CUresult page_in_all() {
 }
 
 // Prefetch: the paged-out job the policy runs next (scheduler::
-// next_in_line) gets its persistent memory back ahead of its turn, copying
-// while the job that runs computes. Room it takes from no one running: if
-// it is short, it asks jobs that are not running to page out (the job that
-// ran before the runner, by turns: page_requests.h), so that their
-// page-outs too overlap the runner's work. Its ephemeral memory waits for
-// its turn, as ephemeral memory always does. Restores of the pager and of a
-// page-in are serialised by the movable-memory lock, and a page-in counts
-// what is still out at every look.
+// next_in_line) gets its memory back ahead of its turn, all or nothing,
+// copying while the job that runs computes. Room it takes from no one
+// running: if it is short, it asks jobs that are not running to page out
+// (the job that ran before the runner, by turns: page_requests.h), so that
+// their page-outs too overlap the runner's work. Restores of the pager and
+// of a page-in are serialised by the movable-memory lock, and a page-in
+// counts what is still out at every look.
 bool g_prefetch = true;                      // GSHARE_PREFETCH
 uint64_t g_prefetch_asked_ns[64] = {};       // per device: the pager thread's last ask
 void prefetch(Device& device) {
