@@ -541,6 +541,15 @@ void test_memory() {
   OK(cuMemFreeHost(hp));
   CHECK_RC(cuMemFreeHost(hp), CUDA_ERROR_INVALID_VALUE);
 
+  // Registered host memory: remembered, not charged; registered once,
+  // unregistered once.
+  static char registered[64 * 1024];
+  OK(cuMemHostRegister(registered, sizeof registered, 0));
+  CHECK(free_mem() == f0 - 100 * MiB - 4096);
+  CHECK_RC(cuMemHostRegister(registered, sizeof registered, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  OK(cuMemHostUnregister(registered));
+  CHECK_RC(cuMemHostUnregister(registered), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+
   // Managed memory is.
   CUdeviceptr m = 0;
   OK(cuMemAllocManaged(&m, 2 * MiB, CU_MEM_ATTACH_GLOBAL));

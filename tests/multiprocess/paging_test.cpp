@@ -130,7 +130,7 @@ TEST_CASE("a paged-out job waiting for its turn is prefetched once room frees", 
   CHECK(a.stderr_text().find("prefetched") != std::string::npos);
 }
 
-TEST_CASE("under the prefetch policy the next job's memory comes back while another runs", "[paging]") {
+TEST_CASE("under the prefetch policy the next job's memory comes back while another runs", "[paging][more]") {
   // Four jobs of 80 MiB kept (two allocations) on 256 MiB take turns: two
   // fit beside each other, never three. While one runs, the next one's
   // memory comes back, room made by paging out the job that ran before:
@@ -172,7 +172,7 @@ TEST_CASE("under the prefetch policy the next job's memory comes back while anot
   }
 }
 
-TEST_CASE("a page-in the driver refuses waits for the memory, then goes on intact", "[paging]") {
+TEST_CASE("a page-in the driver refuses waits for the memory, then goes on intact", "[paging][more]") {
   // A (160 MiB in 4 allocations) sleeps between iterations; B takes 160
   // MiB, so A is paged out, and frees it. A process outside gshare then
   // holds 100 MiB: gshare sees room for A's page-in, the driver does not.
@@ -226,7 +226,7 @@ TEST_CASE("a job killed in its page-out or its page-in leaves the others running
   }
 }
 
-TEST_CASE("host memory for a swap is enough: resident jobs free the copies they keep", "[paging]") {
+TEST_CASE("host memory for a swap is enough: resident jobs free the copies they keep", "[paging][more]") {
   // Three jobs of 100 MiB on 256 MiB take turns, two on the GPU at a time.
   // A swap needs host memory for two of them (one going out while one
   // comes in), and GSHARE_HOST_MEM_LIMIT holds that, not three. A job paged
