@@ -471,7 +471,9 @@ CUresult copy_in(Device& device, Ranges& ranges, size_t* backed) {
 // device memory (`prefetch` false): it waits for its turn and for room. From
 // the pager thread, ahead of the job's turn (`prefetch` true): only if the
 // room is free now, taking nothing from anyone; CUDA_ERROR_NOT_READY if
-// not, with how much room is missing in *short_bytes.
+// not, with how much room is missing in *short_bytes. Either way
+// CUDA_ERROR_NOT_READY also when the driver refused memory gshare had
+// admitted: page_in_all waits for it and tries again.
 CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr) {
   Arbiter& arbiter = device.account.arbiter();
   const uint64_t started = mono_now_ns();
