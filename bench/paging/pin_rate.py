@@ -26,6 +26,15 @@ MAP_PRIVATE_ANON = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 MAP_POPULATE = 0x8000
 
 
+def in_threads(work, count):
+    """work(i) for i in 0..count-1, each on a thread of its own, all at once."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(count)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+
 def check(result, what):
     if result != 0:
         raise RuntimeError(f"{what} failed: CUresult {result}")
@@ -86,47 +95,31 @@ def main():
             errors.append(r)
 
     t = time.monotonic()
-    threads = [threading.Thread(target=alloc, args=(i,)) for i in range(args.threads)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    in_threads(alloc, args.threads)
     took = time.monotonic() - t
     results["host_alloc_parallel"] = {"s": took, "gbps": chunk * args.threads / took / 1e9, "errors": errors}
     for q in pointers:
         if q.value:
             cuda.cuMemFreeHost(q)
 
+    def register_way(name, started, addr):
+        """Registers memory mapped and populated since `started`; records, then frees it."""
+        populated = time.monotonic() - started
+        check(cuda.cuMemHostRegister_v2(addr, size, 0), "register")
+        took = time.monotonic() - started
+        results[name] = {"s": took, "populate_s": populated, "gbps": size / took / 1e9,
+                         "copy_gbps": copy_rate(addr)}
+        cuda.cuMemHostUnregister(addr)
+        libc.munmap(addr, size)
+
     t = time.monotonic()
-    addr = libc.mmap(None, size, PROT_RW, MAP_PRIVATE_ANON | MAP_POPULATE, -1, 0)
-    populated = time.monotonic() - t
-    check(cuda.cuMemHostRegister_v2(addr, size, 0), "register")
-    took = time.monotonic() - t
-    results["register_populated"] = {"s": took, "populate_s": populated, "gbps": size / took / 1e9,
-                                     "copy_gbps": copy_rate(addr)}
-    cuda.cuMemHostUnregister(addr)
-    libc.munmap(addr, size)
+    register_way("register_populated", t, libc.mmap(None, size, PROT_RW, MAP_PRIVATE_ANON | MAP_POPULATE, -1, 0))
 
     t = time.monotonic()
     addr = libc.mmap(None, size, PROT_RW, MAP_PRIVATE_ANON, -1, 0)
     libc.madvise(addr, size, MADV_HUGEPAGE)
-
-    def touch(i):
-        begin = addr + i * chunk
-        ctypes.memset(begin, 0, chunk)
-
-    threads = [threading.Thread(target=touch, args=(i,)) for i in range(args.threads)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    populated = time.monotonic() - t
-    check(cuda.cuMemHostRegister_v2(addr, size, 0), "register")
-    took = time.monotonic() - t
-    results["register_hugepages"] = {"s": took, "populate_s": populated, "gbps": size / took / 1e9,
-                                     "copy_gbps": copy_rate(addr)}
-    cuda.cuMemHostUnregister(addr)
-    libc.munmap(addr, size)
+    in_threads(lambda i: ctypes.memset(addr + i * chunk, 0, chunk), args.threads)
+    register_way("register_hugepages", t, addr)
     try:
         results["thp"] = open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()
     except OSError:

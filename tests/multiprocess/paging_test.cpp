@@ -21,6 +21,16 @@ Env paging(const Env& more = {}) {
   return env;
 }
 
+// `count` jobs of `env` on `gpu`, each initialised.
+std::vector<std::unique_ptr<Client>> started_jobs(TestGpu& gpu, int count, const Env& env) {
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (int i = 0; i < count; ++i) {
+    jobs.push_back(std::make_unique<Client>(gpu, env));
+    REQUIRE(jobs.back()->send("init") == "init ok");
+  }
+  return jobs;
+}
+
 bool starts_with(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
@@ -49,11 +59,7 @@ TEST_CASE("jobs whose memory is twice the GPU all finish, every byte intact", "[
     // hold twice that. Each checks its words after every step and all of
     // them at the end.
     TestGpu gpu(256 * kMiB);
-    std::vector<std::unique_ptr<Client>> jobs;
-    for (int i = 0; i < 3; ++i) {
-      jobs.push_back(std::make_unique<Client>(gpu, paging({{"GSHARE_POLICY", policy}})));
-      REQUIRE(jobs.back()->send("init") == "init ok");
-    }
+    auto jobs = started_jobs(gpu, 3, paging({{"GSHARE_POLICY", policy}}));
     for (auto& job : jobs) job->post("pagetrain 10 160M 5 4 10000 0");
     bool paged = false;
     for (auto& job : jobs) {
@@ -140,13 +146,8 @@ TEST_CASE("under the prefetch policy the next job's memory comes back while anot
   for (const char* prefetch : {"on", "off"}) {
     INFO("GSHARE_PREFETCH=" << prefetch);
     TestGpu gpu(256 * kMiB);
-    std::vector<std::unique_ptr<Client>> jobs;
-    for (int i = 0; i < 4; ++i) {
-      jobs.push_back(std::make_unique<Client>(
-          gpu, paging({{"GSHARE_PREFETCH", prefetch}, {"FAKE_CUDA_COPY_MBPS", "4000"},
-                       {"GSHARE_QUANTUM_MS", "100"}})));
-      REQUIRE(jobs.back()->send("init") == "init ok");
-    }
+    auto jobs = started_jobs(gpu, 4, paging({{"GSHARE_PREFETCH", prefetch}, {"FAKE_CUDA_COPY_MBPS", "4000"},
+                                             {"GSHARE_QUANTUM_MS", "100"}}));
     for (auto& job : jobs) job->post("pagetrain 50 80M 2 2 20000 0");
     uint64_t prefetches = 0, page_ins = 0;
     for (auto& job : jobs) {
@@ -234,11 +235,7 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
   // out a page-out must ask a resident job for its copy first.
   TestGpu gpu(256 * kMiB);
   const Env env = paging({{"GSHARE_HOST_MEM_LIMIT", "250MiB"}, {"GSHARE_QUANTUM_MS", "50"}});
-  std::vector<std::unique_ptr<Client>> jobs;
-  for (int i = 0; i < 3; ++i) {
-    jobs.push_back(std::make_unique<Client>(gpu, env));
-    REQUIRE(jobs.back()->send("init") == "init ok");
-  }
+  auto jobs = started_jobs(gpu, 3, env);
   for (auto& job : jobs) job->post("pagetrain 80 100M 4 2 10000 0");
   std::string logs;
   for (auto& job : jobs) {
