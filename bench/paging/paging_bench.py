@@ -109,12 +109,26 @@ class TopSampler:
         return self.rows
 
 
+def stamp_lines(stream, path):
+    """Copies a job's stderr to `path`, each line prefixed with the monotonic
+    time it arrived (the clock the jobs' step logs use): gshare's messages
+    carry no time of their own, and timeline.py lines them up with steps."""
+    with open(path, "w") as f:
+        for line in iter(stream.readline, b""):
+            f.write(f"{time.monotonic():.6f} {line.decode(errors='replace')}")
+            f.flush()
+
+
 def start_jobs(commands, env, out_dir, tag):
     procs = []
     for i, cmd in enumerate(commands):
         out = open(os.path.join(out_dir, f"{tag}-{i}.out"), "w")
-        err = open(os.path.join(out_dir, f"{tag}-{i}.err"), "w")
-        procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, start_new_session=True))
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.PIPE, start_new_session=True)
+        proc.stamper = threading.Thread(target=stamp_lines,
+                                        args=(proc.stderr, os.path.join(out_dir, f"{tag}-{i}.err")),
+                                        daemon=True)
+        proc.stamper.start()
+        procs.append(proc)
     return procs
 
 
@@ -129,6 +143,7 @@ def wait_all(procs, deadline):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+        p.stamper.join(timeout=5)
     return timed_out
 
 
@@ -181,16 +196,22 @@ def train_run(args, jobs, tag, preload=None, extra=None, only=None):
             os.remove(p)
     commands = [[sys.executable, TRAIN, "--seed", str(i + 1), "--steps", str(args.steps),
                  "--width", "4096", "--depth", "8", "--batch", "16384",
-                 "--bank-gib", f"{args.bank_gib:.2f}", "--bank-in-place", "--ready", r, "--start", start]
-                for i, r in zip(ids, ready)]
+                 "--bank-gib", f"{args.bank_gib:.2f}", "--bank-in-place", "--ready", r, "--start", start,
+                 "--log", os.path.join(out_dir, f"{tag}-{k}.steps")]
+                for k, (i, r) in enumerate(zip(ids, ready))]
     gshare_dir = fresh_dir(tag)
     env = env_with(preload, dict(extra or {}, GSHARE_DIR=gshare_dir))
     procs = start_jobs(commands, env, out_dir, tag)
     sampler = TopSampler(args.top, gshare_dir) if preload else None
     deadline = time.monotonic() + args.timeout
     built = wait_files(ready, procs, deadline)
+    for k in range(len(ids)):
+        steps_log = os.path.join(out_dir, f"{tag}-{k}.steps")
+        if os.path.exists(steps_log):
+            os.remove(steps_log)
     t0 = time.monotonic()
-    open(start, "w").close()
+    with open(start, "w") as f:
+        f.write(f"{t0:.6f}\n")
     timed_out = wait_all(procs, deadline)
     rows = sampler.finish() if sampler else {}
     result = {"tag": tag, "built": built, "timed_out": len(timed_out), "jobs": []}
@@ -221,11 +242,16 @@ def part_train(args, report):
     report["train"] = {"jobs": jobs, "bank_gib": args.bank_gib, "steps": args.steps,
                        "gpu_bytes": total, "alone": alone, "ideal_s": ideal, "runs": []}
     limit = os.environ.get("BENCH_HOST_MEM_LIMIT", "100GiB")
-    for prefetch in args.prefetch.split(","):
+    for entry in args.prefetch.split(","):
+        # "on" or "off", then optional ":NAME=VALUE" settings of this run only.
+        prefetch, *settings = entry.split(":")
         extra = {"GSHARE_PAGING": "on", "GSHARE_PREFETCH": prefetch, "GSHARE_HOST_MEM_LIMIT": limit,
                  "GSHARE_LOG": "info", "GSHARE_ADMIT_TIMEOUT_S": str(int(args.timeout))}
-        run = train_run(args, jobs, f"gshare-prefetch-{prefetch}", preload=args.lib, extra=extra)
+        extra.update(setting.split("=", 1) for setting in settings)
+        tag = "-".join([f"gshare-prefetch-{prefetch}"] + [x.replace("=", "") for x in settings])
+        run = train_run(args, jobs, tag.lower(), preload=args.lib, extra=extra)
         run["prefetch"] = prefetch
+        run["settings"] = settings
         run["losses_identical"] = all(j["losses"] == reference[j["job"]] for j in run["jobs"])
         run["ratio_to_ideal"] = ideal / run["makespan_s"] if run["makespan_s"] else None
         page_in = [j["page_in_gbps"] for j in run["jobs"] if j.get("page_in_gbps")]
@@ -308,7 +334,9 @@ def main():
     ap.add_argument("--requests", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--prefetch", default="on,off",
-                    help="train: the GSHARE_PREFETCH settings to run, in order, comma-separated")
+                    help="train: the runs under gshare, in order, comma-separated: GSHARE_PREFETCH "
+                         "on or off, each optionally with :NAME=VALUE settings of its own "
+                         "(on:GSHARE_SLICE_MAX_MS=20000)")
     ap.add_argument("parts", nargs="+", choices=["copies", "train", "infer"])
     args = ap.parse_args()
     args.lib = os.path.join(args.build, "libgshare.so")
