@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "allocator/movable_memory.h"
+#include "allocator/pager.h"
 #include "base/clock.h"
 #include "base/tunables.h"
 #include "scheduler/token.h"
@@ -16,21 +17,132 @@ using shm::Slot;
 using tunables::kAskPageOutAgainNs;
 using tunables::kPageInHoldNs;
 
+namespace {
+
+// Room on its way: page-outs under way, or asked for and not yet answered.
+bool coming_from(const Slot& s) {
+  return s.residency == shm::kPagingOut ||
+         (s.residency == shm::kResident && __atomic_load_n(&s.page_out_requests, __ATOMIC_RELAXED) !=
+                                               __atomic_load_n(&s.page_out_acks, __ATOMIC_RELAXED));
+}
+
+// Pinned host memory for page-outs, all of the GPU's jobs together: what
+// they hold, and what of it the resident ones keep as copies of memory on
+// the GPU, which they free when asked (ask_for_host_copies).
+struct HostRoom {
+  uint64_t limit = 0, held = 0, kept = 0;
+  // Whether `s`'s page-out fits beside `added` bytes asked for already:
+  // its own kept copies are used again, not freed, and it needs the rest.
+  bool fits(const Slot& s, uint64_t added) const {
+    const uint64_t own = s.residency == shm::kResident ? s.host_paging_bytes : 0;
+    const uint64_t need = s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
+    const uint64_t freeable = kept - std::min(kept, own);
+    return held + added + need <= limit + freeable;
+  }
+};
+
+HostRoom host_room_locked(const Region& r) {
+  HostRoom room;
+  room.limit = paging_host_limit();
+  for (const Slot& s : r.slots) {
+    if (s.state != shm::kSlotLive) continue;
+    room.held += s.host_paging_bytes;
+    if (s.residency == shm::kResident) room.kept += s.host_paging_bytes;
+  }
+  return room;
+}
+
+// The jobs that could give room by paging out, into `order`, best first;
+// returns how many. Not running, movable memory on the GPU, no page-out
+// asked of them already. One inside a host sync counts (the page-out drains
+// its work first), and so does one that waits for memory itself: it
+// touches none while it waits, and holding part of what it needs it could
+// keep the runner from its own. Idle ones first (they may not come back
+// for long), then as ask_for_page_outs says. Call under the region's lock.
+int candidates_locked(const Arbiter& arbiter, int next, uint64_t now, int order[shm::kMaxSlots]) {
+  const Region& r = *arbiter.region();
+  int n = 0;
+  for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
+    // Resident, or paged out in part (a prefetch brought its persistent
+    // memory back ahead of its turn).
+    if (s.residency != shm::kResident && s.residency != shm::kPagedOut) continue;
+    if (s.movable_bytes == 0) continue;
+    if (s.page_out_requests != s.page_out_acks) continue;
+    if (s.job_state == shm::kJobRunning) continue;
+    // Idle by the token, but still copying: not yet.
+    if (s.job_state == shm::kJobIdle &&
+        now - s.last_device_work_mono_ns.load(std::memory_order_relaxed) < s.idle_ns)
+      continue;
+    if (shm::holds_any_token(r.header, i)) continue;
+    order[n++] = int(i);
+  }
+  std::sort(order, order + n, [&](int a, int b) {
+    if ((a == next) != (b == next)) return b == next;
+    const Slot& x = r.slots[a];
+    const Slot& y = r.slots[b];
+    const bool x_idle = x.job_state == shm::kJobIdle, y_idle = y.job_state == shm::kJobIdle;
+    if (x_idle != y_idle) return x_idle;
+    if (x.accounted_mono_ns != y.accounted_mono_ns) return x.accounted_mono_ns > y.accounted_mono_ns;
+    return x.movable_bytes > y.movable_bytes;
+  });
+  return n;
+}
+
+uint64_t coming_locked(const Arbiter& arbiter) {
+  const Region& r = *arbiter.region();
+  uint64_t coming = 0;
+  for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) != arbiter.own_slot() && s.state == shm::kSlotLive && coming_from(s))
+      coming += s.movable_bytes;
+  }
+  return coming;
+}
+
+}  // namespace
+
 bool room_on_its_way(const Arbiter& arbiter) {
   const Region& r = *arbiter.region();
   for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
-    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-    if (s.residency == shm::kPagingOut) return true;
-    if (s.residency == shm::kResident && __atomic_load_n(&s.page_out_requests, __ATOMIC_RELAXED) !=
-                                            __atomic_load_n(&s.page_out_acks, __ATOMIC_RELAXED))
-      return true;
+    if (int(i) != arbiter.own_slot() && s.state == shm::kSlotLive && coming_from(s)) return true;
   }
   return false;
 }
 
-bool keep_token_for_room(Arbiter& arbiter, uint64_t* held_since, uint64_t now) {
+bool room_can_come(Arbiter& arbiter, uint64_t short_bytes) {
+  if (!paging_enabled()) return false;
+  const int next = scheduler::next_in_line(arbiter);
+  bool can = false;
+  arbiter.update([&] {
+    uint64_t room = coming_locked(arbiter);
+    int order[shm::kMaxSlots];
+    const int n = candidates_locked(arbiter, next, mono_now_ns(), order);
+    const HostRoom host = host_room_locked(*arbiter.region());
+    uint64_t added = 0;
+    for (int k = 0; k < n && room < short_bytes; ++k) {
+      const Slot& s = arbiter.region()->slots[order[k]];
+      if (!host.fits(s, added)) continue;
+      added += s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
+      room += s.movable_bytes;
+    }
+    can = room >= std::max<uint64_t>(short_bytes, 1);
+  });
+  return can;
+}
+
+bool keep_token_for_room(Arbiter& arbiter, uint64_t short_bytes, uint64_t* held_since, uint64_t now) {
   if (!paging_enabled() || !scheduler::holds_token(arbiter)) {
+    *held_since = 0;
+    return false;
+  }
+  // No page-out can give the room (none under way, none possible: nobody
+  // else holds movable memory, or their copies would pass the host-memory
+  // limit): waiting with the token would only keep the jobs that could end
+  // and leave room from running.
+  if (!room_can_come(arbiter, short_bytes)) {
     *held_since = 0;
     return false;
   }
@@ -48,53 +160,19 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
   Region& r = *arbiter.region();
   const int next = scheduler::next_in_line(arbiter);
   arbiter.update([&] {
-    // Room already on its way: page-outs asked for and not yet answered,
-    // or under way. Only the rest is asked for.
-    uint64_t coming = 0;
-    for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
-      const Slot& s = r.slots[i];
-      if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-      if (s.residency == shm::kPagingOut ||
-          (s.residency == shm::kResident && s.page_out_requests != s.page_out_acks))
-        coming += s.movable_bytes;
-    }
+    // Room already on its way: only the rest is asked for.
+    const uint64_t coming = coming_locked(arbiter);
     if (coming >= short_bytes) return;
-    // Jobs that could give room: not running, movable memory on the GPU.
-    // One inside a host sync counts (the page-out drains its work first),
-    // and so does one that waits for memory itself:
-    // it touches none while it waits, and holding part of what it needs it
-    // could keep the runner from its own. Idle ones first (they may not
-    // come back for long), then as the header says.
     int order[shm::kMaxSlots];
-    int n = 0;
-    for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
-      const Slot& s = r.slots[i];
-      if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
-      // Resident, or paged out in part (a prefetch brought its persistent
-      // memory back ahead of its turn).
-      if (s.residency != shm::kResident && s.residency != shm::kPagedOut) continue;
-      if (s.movable_bytes == 0) continue;
-      if (s.page_out_requests != s.page_out_acks) continue;
-      if (s.job_state == shm::kJobRunning) continue;
-      // Idle by the token, but still copying: not yet.
-      if (s.job_state == shm::kJobIdle &&
-          now - s.last_device_work_mono_ns.load(std::memory_order_relaxed) < s.idle_ns)
-        continue;
-      if (shm::holds_any_token(r.header, i)) continue;
-      order[n++] = int(i);
-    }
-    std::sort(order, order + n, [&](int a, int b) {
-      if ((a == next) != (b == next)) return b == next;
-      const Slot& x = r.slots[a];
-      const Slot& y = r.slots[b];
-      const bool x_idle = x.job_state == shm::kJobIdle, y_idle = y.job_state == shm::kJobIdle;
-      if (x_idle != y_idle) return x_idle;
-      if (x.accounted_mono_ns != y.accounted_mono_ns) return x.accounted_mono_ns > y.accounted_mono_ns;
-      return x.movable_bytes > y.movable_bytes;
-    });
-    uint64_t asked = coming;
+    const int n = candidates_locked(arbiter, next, now, order);
+    // A page-out the host-memory limit would refuse is not asked for: it
+    // would come to nothing, and look like room on its way meanwhile.
+    const HostRoom host = host_room_locked(r);
+    uint64_t asked = coming, added = 0;
     for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
       Slot& s = r.slots[order[k]];
+      if (!host.fits(s, added)) continue;
+      added += s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
       s.page_out_requests++;
       // Its framework's cache first (allocator/admission.h): free blocks
       // given back need no copy, and the page-out waits a moment for them.

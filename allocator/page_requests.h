@@ -18,7 +18,8 @@ namespace gshare::allocator {
 // without paging. Whom first: idle jobs (they may not come back for long),
 // then the one whose turn ended last (by turns, it runs again last), then
 // the largest; the job the policy runs next (scheduler::next_in_line)
-// only when no other will do. Each is also asked for its cache
+// only when no other will do. A job whose copy would pass the host-memory
+// limit is not asked. Each is also asked for its cache
 // (Slot::release_requests), which its pager waits for before the copies.
 void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
 
@@ -32,11 +33,20 @@ bool ask_for_host_copies(shm::Arbiter& arbiter);
 // answered: room on its way.
 bool room_on_its_way(const shm::Arbiter& arbiter);
 
+// Whether page-outs under way, asked for, or still possible could free
+// `short_bytes`. A page-out is possible for a job ask_for_page_outs would
+// ask whose copy fits GSHARE_HOST_MEM_LIMIT beside the others' (counting
+// the copies resident jobs keep as freeable).
+bool room_can_come(shm::Arbiter& arbiter, uint64_t short_bytes);
+
 // The exception to the resource order under paging: a job that holds its
-// token and waits for room may keep the token while page-outs are under way
-// for it (the room comes from pagers, which need no token), and for at most
-// kPageInHoldNs with none. True: keep waiting with the token; `held_since`
-// (0 at first) keeps the time across calls.
-bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t* held_since, uint64_t now);
+// token and waits for room `short_bytes` short may keep the token while
+// page-outs are under way for it (the room comes from pagers, which need no
+// token), and for at most kPageInHoldNs with none; never when no page-out
+// can give the room (room_can_come): then only the jobs that run can, by
+// ending. True: keep waiting with the token; `held_since` (0 at first)
+// keeps the time across calls.
+bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* held_since,
+                         uint64_t now);
 
 }  // namespace gshare::allocator

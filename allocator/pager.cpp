@@ -149,11 +149,15 @@ void drain_contexts(Ranges& ranges) {
   }
 }
 
-uint64_t host_limit() {
+}  // namespace
+
+uint64_t paging_host_limit() {
   if (g_host_limit != 0) return g_host_limit;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : UINT64_MAX;
 }
+
+namespace {
 
 // Reserves `bytes` more pinned host memory for this job within the GPU's
 // limit, all jobs together. Past it, the resident jobs that keep host
@@ -163,7 +167,7 @@ bool reserve_host_bytes(Device& device, uint64_t bytes) {
   if (bytes == 0) return true;
   Arbiter& arbiter = device.account.arbiter();
   Region& r = *arbiter.region();
-  const uint64_t limit = host_limit();
+  const uint64_t limit = paging_host_limit();
   uint64_t held = 0;
   bool ok = false;
   arbiter.update([&] {
@@ -437,7 +441,7 @@ bool wait_for_room(Device& device, uint64_t want[2], uint64_t deadline) {
     ask_for_page_outs(arbiter, short_bytes, &asked_at);
     answer_release_requests_from_hook();
     if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
-    if (keep_token_for_room(arbiter, &held_since, now))
+    if (keep_token_for_room(arbiter, short_bytes, &held_since, now))
       shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
     else
       scheduler::step_aside(arbiter, /*still_waiting=*/true);
@@ -704,6 +708,11 @@ void end_device_work(const DeviceWork& work) {
 }
 
 bool paged_out() { return g_paged_devices.load(std::memory_order_relaxed) != 0; }
+
+CUresult page_in_before_allocating() {
+  if (!paging_enabled() || !paged_out()) return CUDA_SUCCESS;
+  return page_in_all();
+}
 
 bool page_out_waits_for_cache() { return g_waits_for_cache.load(std::memory_order_relaxed); }
 

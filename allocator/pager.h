@@ -73,6 +73,18 @@ void end_device_work(const DeviceWork& work);
 // Whether some of this process's movable memory is not on the GPU now.
 bool paged_out();
 
+// Residency before new memory: a job whose memory is paged out comes
+// back (in its turn, with room for all of it: page_in_all) before it is
+// admitted more. Otherwise it could hold part of the GPU while it waits for
+// the rest, and the room it waits for could be the memory a resident job's
+// iteration needs: both would wait for ever. CUDA_SUCCESS, or the error
+// its page-in gave.
+CUresult page_in_before_allocating();
+
+// GSHARE_HOST_MEM_LIMIT, else half the host's memory: the pinned host
+// memory that the paged jobs of one GPU may hold together.
+uint64_t paging_host_limit();
+
 // Whether this process's pager is about to page it out and waits for its
 // framework's cache first: a thread of the job answering a request for
 // its cache (admission.h) then empties it even mid-step, since the job is

@@ -280,3 +280,22 @@ TEST_CASE("a bad paging setting stops the program with one message", "[paging]")
     CHECK(c.stderr_text().find(name) != std::string::npos);
   }
 }
+
+TEST_CASE("jobs that host memory cannot all swap still all finish", "[paging][more]") {
+  // Four jobs of 400 MiB on 1 GiB: two on the GPU at a time, each step
+  // taking 80 MiB of ephemeral memory (more than a lane's slack, so
+  // lane-mates take turns with it). The host limit holds two jobs' copies,
+  // so once two are out no swap can start (it would need a third): the
+  // resident jobs must run to their end, and the paged-out ones come back
+  // into the room they leave.
+  TestGpu gpu(1024 * kMiB);
+  const Env env = paging({{"GSHARE_HOST_MEM_LIMIT", "850MiB"}, {"GSHARE_QUANTUM_MS", "50"}});
+  auto jobs = started_jobs(gpu, 4, env);
+  for (auto& job : jobs) job->post("pagetrain 40 400M 4 2 10000 0 80M 4");
+  for (auto& job : jobs) {
+    std::string reply = job->reply(120);
+    INFO(gpu.state());
+    INFO(job->stderr_text());
+    CHECK(starts_with(reply, "pagetrain ok 40 "));
+  }
+}
