@@ -15,7 +15,8 @@ count): the jobs ask for --gres=shard:1 as users would.
 Checked:
   - a bad --gpu-mem, --gpu-policy or --gpu-weight makes sbatch (and srun)
     fail with the plugin's message, and nothing is queued;
-  - a job without --gpu-* options gets no preload (all=1 is not set);
+  - a job without --gpu-* options gets no preload, unless plugstack.conf
+    says all=1;
   - srun --gpu-mem sets GSHARE_MEM_LIMIT in the step;
   - two sbatch jobs with different --gpu-mem run at once on one region:
     each sees its quota as the GPU's total (cuMemGetInfo) and is refused an
@@ -139,11 +140,15 @@ PartitionName=gshare Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubs
         # The fake GPU has no device file; /dev/null lets Slurm count it.
         with open(self.path("gres.conf"), "w") as f:
             f.write("AutoDetect=off\nName=gpu File=/dev/null\nName=shard Count=4\n")
-        with open(self.path("plugstack.conf"), "w") as f:
-            f.write(f"required {self.plugin} dir={self.regions} lib={self.library}\n")
+        self.write_plugstack(all_jobs=False)
         with open(self.path("munge", "key"), "wb") as f:
             f.write(os.urandom(1024))
         os.chmod(self.path("munge", "key"), 0o600)
+
+    def write_plugstack(self, all_jobs):
+        with open(self.path("plugstack.conf"), "w") as f:
+            f.write(f"required {self.plugin} dir={self.regions} lib={self.library}"
+                    f"{' all=1' if all_jobs else ''}\n")
 
     def start_daemon(self, name, argv):
         log = open(self.path(f"{name}.out"), "w")
@@ -425,6 +430,18 @@ def main():
               f"seen {seen:.2f} s after scancel returned")
         if [p["pid"] for p in gpu["processes"]] != [pids["B"]]:
             raise Failure(f"after scancel of A, gshare-top shows {gpu['processes']}")
+
+        # all=1: every job gets the preload (slurmstepd reads plugstack.conf
+        # at each step's start).
+        cluster.write_plugstack(all_jobs=True)
+        plain = cluster.submit(["-o", cluster.path("job-%j.out"), "--wrap",
+                                'echo "LD_PRELOAD=${LD_PRELOAD-unset} GSHARE_MEM_LIMIT='
+                                '${GSHARE_MEM_LIMIT-unset}"'])
+        wait_for(f"job {plain}'s output", JOB_START_S,
+                 lambda: "LD_PRELOAD=" in cluster.output(plain), interval=0.2)
+        if cluster.output(plain).strip() != f"LD_PRELOAD={library} GSHARE_MEM_LIMIT=unset":
+            raise Failure(f"with all=1 a job without options got {cluster.output(plain)!r}")
+        print(f"with all=1, a job without options: {cluster.output(plain).strip()}")
         print("PASS")
         return 0
     except (Failure, subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
