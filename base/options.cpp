@@ -321,6 +321,18 @@ const OptionInfo* option_table(size_t* count) {
   return g_infos;
 }
 
+bool option_value_is_valid(const char* name, const char* value, const char** accepted) {
+  if (accepted) *accepted = nullptr;
+  for (const OptionRow& row : kOptions) {
+    if (strcmp(row.info.name, name) != 0) continue;
+    Options scratch;
+    if (row.parse(value, &scratch)) return true;
+    if (accepted) *accepted = row.accepted;
+    return false;
+  }
+  return false;
+}
+
 bool parse_bool(const char* text, bool* out) {
   static const char* const kTrue[] = {"1", "true", "yes", "on"};
   static const char* const kFalse[] = {"0", "false", "no", "off"};

@@ -85,6 +85,14 @@ const OptionInfo* option_table(size_t* count);
 // GSHARE_LOG silences warnings).
 bool parse_options(const char* const* environment, Options* out, char* error, size_t error_len);
 
+// Checks one variable's value alone, with the parser parse_options uses for
+// it: true if it would accept `value`. Otherwise false, with *accepted (when
+// not null) set to the forms it takes (for a message), or to nullptr when
+// `name` is not one of the table's. For front ends that take the settings
+// under other names (the Slurm plugin's --gpu-mem) and must refuse what
+// the preload would.
+bool option_value_is_valid(const char* name, const char* value, const char** accepted);
+
 // Single-value parsers, exposed for tests.
 bool parse_size(const char* text, SizeSpec* out);
 bool parse_bool(const char* text, bool* out);
