@@ -59,12 +59,13 @@ std::string without_trailing_slashes(std::string dir) {
   return dir;
 }
 
-enum LongOnly { kOnce = 256, kJson, kDir, kHelpEnv };
+enum LongOnly { kOnce = 256, kJson, kDir, kHelpEnv, kPrometheus };
 
 const option kLongOptions[] = {
     {"delay", required_argument, nullptr, 'd'},
     {"once", no_argument, nullptr, kOnce},
     {"json", no_argument, nullptr, kJson},
+    {"prometheus", no_argument, nullptr, kPrometheus},
     {"dir", required_argument, nullptr, kDir},
     {"help", no_argument, nullptr, 'h'},
     {"help-env", no_argument, nullptr, kHelpEnv},
@@ -108,6 +109,7 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
         break;
       case kOnce: out->once = true; break;
       case kJson: out->json = true; break;
+      case kPrometheus: out->prometheus = true; break;
       case kDir:
         if (!*optarg) {
           *error = "--dir needs a directory" + see_help;
@@ -134,13 +136,18 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
     *error = "unexpected argument " + std::string(argv[optind]) + see_help;
     return false;
   }
+  if ((out->json || out->once) && out->prometheus) {
+    *error = "--prometheus and --json/--once are different outputs: give one" + see_help;
+    return false;
+  }
   out->dir = without_trailing_slashes(out->dir.empty() ? default_dir() : out->dir);
   return true;
 }
 
 std::string usage_text() {
   std::string text =
-      "usage: gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [-h|--help] [--help-env]\n"
+      "usage: gshare-top [-d SECONDS] [--once] [--json] [--prometheus] [--dir DIR] [-h|--help]\n"
+      "                  [--help-env]\n"
       "\n"
       "Shows the GPU memory, launches and scheduling of every process running under\n"
       "gshare (LD_PRELOAD=libgshare.so), read from the per-GPU regions\n"
@@ -151,6 +158,8 @@ std::string usage_text() {
       "  -d, --delay SECONDS  refresh interval, more than 0 and at most 3600 (default 1)\n"
       "      --once           print one plain-text frame and exit\n"
       "      --json           print one JSON snapshot and exit (schema: tools/README.md)\n"
+      "      --prometheus     print one Prometheus text exposition and exit (for\n"
+      "                       node_exporter's textfile collector)\n"
       "      --dir DIR        directory of the regions (default $GSHARE_DIR, else ";
   text += builtin_dir() + ")\n";
   text +=

@@ -9,6 +9,7 @@ struct CommandLine {
   double delay_seconds = 1.0;  // -d: live refresh interval
   bool once = false;           // --once: one plain-text frame
   bool json = false;           // --json: one JSON snapshot (wins over --once)
+  bool prometheus = false;     // --prometheus: one Prometheus text exposition
   bool help = false;
   bool help_env = false;
   std::string dir;             // --dir, else $GSHARE_DIR, else GSHARE_DIR's default
