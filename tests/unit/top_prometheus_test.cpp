@@ -1,6 +1,6 @@
 // gshare-top's Prometheus exposition, rendered from snapshots written by
 // hand: the families and their units, exact values, label escaping, a region
-// that cannot be read, no region at all.
+// that cannot be read, no region at all; and the addresses --serve takes.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shm/snapshot.h"
+#include "tools/top_cli.h"
 #include "tools/top_prometheus.h"
 
 using namespace gshare;
@@ -293,4 +294,29 @@ TEST_CASE("promtool accepts the exposition, escapes and an unreadable region inc
   INFO(text);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("--serve takes HOST:PORT, an IPv6 address in brackets, and refuses the rest") {
+  using gshare::top::ListenAddress;
+  using gshare::top::parse_listen_address;
+  ListenAddress address;
+  std::string error;
+  REQUIRE(parse_listen_address("127.0.0.1:9400", &address, &error));
+  CHECK(address.host == "127.0.0.1");
+  CHECK(address.port == 9400);
+  REQUIRE(parse_listen_address("[::1]:0", &address, &error));
+  CHECK(address.host == "::1");
+  CHECK(address.port == 0);
+  REQUIRE(parse_listen_address("localhost:65535", &address, &error));
+  CHECK(address.host == "localhost");
+  CHECK(address.port == 65535);
+  for (const char* bad : {"9400", "127.0.0.1", "127.0.0.1:", ":9400", "127.0.0.1:65536",
+                          "127.0.0.1:-1", "127.0.0.1:94x0", "127.0.0.1:1234567", "::1:9400",
+                          "[::1]9400", "[::1", "[]:9400", "[1.2.3.4]:9400", "a b:9400", ""}) {
+    INFO(bad);
+    error.clear();
+    CHECK_FALSE(parse_listen_address(bad, &address, &error));
+    CHECK(error.rfind(std::string("--serve ") + bad + " is not valid (", 0) == 0);
+    CHECK(error.find('\n') == std::string::npos);
+  }
 }
