@@ -1,11 +1,17 @@
 // gshare-top's Prometheus exposition, rendered from snapshots written by
 // hand: the families and their units, exact values, label escaping, a region
-// that cannot be read, no region at all; and the addresses --serve takes.
+// that cannot be read, no region at all; and the Grafana dashboard, whose
+// queries may only name metrics the exporter emits.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -294,6 +300,48 @@ TEST_CASE("promtool accepts the exposition, escapes and an unreadable region inc
   INFO(text);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("the Grafana dashboard queries only metrics the exporter emits", "[grafana]") {
+  std::ifstream file(std::string(GSHARE_SOURCE_DIR) + "/tools/grafana/gshare-dashboard.json");
+  REQUIRE(file);
+  nlohmann::json dashboard = nlohmann::json::parse(file);  // throws on invalid JSON
+  std::vector<std::string> listed = prometheus_sample_names();
+  std::set<std::string> names(listed.begin(), listed.end());
+  // Every panel's queries ("expr"), and the template variables' queries.
+  std::vector<std::string> exprs;
+  std::function<void(const nlohmann::json&)> collect = [&](const nlohmann::json& node) {
+    if (node.is_object()) {
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        if (it.key() == "expr" && it.value().is_string()) exprs.push_back(it.value().get<std::string>());
+        else collect(it.value());
+      }
+    } else if (node.is_array()) {
+      for (const nlohmann::json& child : node) collect(child);
+    }
+  };
+  collect(dashboard["panels"]);
+  for (const nlohmann::json& variable : dashboard["templating"]["list"]) {
+    if (variable.value("type", "") != "query") continue;
+    const nlohmann::json& query = variable["query"];
+    exprs.push_back(query.is_object() ? query.value("query", "") : query.get<std::string>());
+  }
+  REQUIRE(exprs.size() >= 8);
+  const std::regex metric("gshare_[a-z0-9_]+");
+  size_t named = 0;
+  for (const std::string& expr : exprs) {
+    INFO(expr);
+    bool names_one = false;
+    for (auto it = std::sregex_iterator(expr.begin(), expr.end(), metric); it != std::sregex_iterator();
+         ++it) {
+      INFO(it->str());
+      CHECK(names.count(it->str()) == 1);
+      names_one = true;
+    }
+    CHECK(names_one);
+    named += names_one;
+  }
+  CHECK(named == exprs.size());
 }
 
 TEST_CASE("--serve takes HOST:PORT, an IPv6 address in brackets, and refuses the rest") {
