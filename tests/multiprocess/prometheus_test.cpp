@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -71,7 +72,7 @@ std::string read_file(const std::string& path) {
 
 // A program of the test's in the background, its stdout and stderr in one
 // file; stopped (SIGTERM, then SIGKILL after 5 s) at the end of the test,
-// failed or not.
+// failed or not, and killed with the test if the test is killed.
 class Background {
  public:
   Background(const std::vector<std::string>& argv, const std::string& log) : log_(log) {
@@ -82,8 +83,13 @@ class Background {
     int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int nothing = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (out < 0 || nothing < 0) throw std::runtime_error("cannot open " + log);
+    pid_t parent = getpid();
     pid_ = fork();
     if (pid_ == 0) {
+      // Dies with the test even when the test is killed (a ctest timeout)
+      // and no destructor runs.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
       dup2(nothing, 0);
       dup2(out, 1);
       dup2(out, 2);
