@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-packages="build-essential cmake nlohmann-json3-dev catch2"
+packages="build-essential cmake nlohmann-json3-dev catch2 libcpp-httplib-dev pkgconf"
 missing=$(for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ] && command -v apt-get >/dev/null; then
   if [ "$(id -u)" = 0 ]; then

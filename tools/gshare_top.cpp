@@ -1,12 +1,15 @@
 // gshare-top: a live view of the processes that run under gshare, read from
 // the per-GPU regions (never written). See tools/README.md.
 //
-//   gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [-h|--help] [--help-env]
+//   gshare-top [-d SECONDS] [--once] [--json] [--prometheus] [--serve ADDR:PORT]
+//              [--dir DIR] [-h|--help] [--help-env]
 //
 // Files: top_cli (command line), top_sample (snapshots and rates: no
 // drawing), top_columns (the table of process columns), top_text (plain
-// frames), top_json (--json), top_terminal (the live screen and giving the
-// terminal back on every exit path). This file only picks a mode.
+// frames), top_json (--json), top_prometheus (--prometheus and what --serve
+// answers), top_serve (the HTTP server of --serve), top_terminal (the live
+// screen and giving the terminal back on every exit path). This file only
+// picks a mode.
 //
 // --json prints one object on one line (schema version 3; fields are only
 // ever added within a version):
@@ -105,7 +108,9 @@
 
 #include "tools/top_cli.h"
 #include "tools/top_json.h"
+#include "tools/top_prometheus.h"
 #include "tools/top_sample.h"
+#include "tools/top_serve.h"
 #include "tools/top_terminal.h"
 #include "tools/top_text.h"
 
@@ -135,6 +140,12 @@ bool write_stdout(const std::string& text) {
 
 int print_json(const CommandLine& command_line) {
   return write_stdout(render_json(sample_window(command_line.dir)) + "\n") ? 0 : 1;
+}
+
+// One snapshot: counters need no second sample, Prometheus takes the rates.
+int print_prometheus(const CommandLine& command_line) {
+  Sample sample = take_sample(command_line.dir);
+  return write_stdout(render_prometheus(sample.gpus, command_line.dir, sample.dir_error)) ? 0 : 1;
 }
 
 int print_once(const CommandLine& command_line) {
@@ -199,6 +210,8 @@ int run_live(const CommandLine& command_line) {
 int run(const CommandLine& command_line) {
   if (command_line.help) return write_stdout(usage_text()) ? 0 : 1;
   if (command_line.help_env) return write_stdout(environment_text()) ? 0 : 1;
+  if (command_line.serve) return serve_metrics(*command_line.serve, command_line.dir);
+  if (command_line.prometheus) return print_prometheus(command_line);
   if (command_line.json) return print_json(command_line);
   if (command_line.once) return print_once(command_line);
   if (isatty(STDOUT_FILENO)) return run_live(command_line);

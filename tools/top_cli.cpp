@@ -33,6 +33,14 @@ bool parse_delay(const char* text, double* seconds) {
   return true;
 }
 
+constexpr const char* kListenForms =
+    "HOST:PORT, the host a name, an IPv4 address or an IPv6 address in brackets, the port 0 "
+    "(any free one) to 65535, such as 127.0.0.1:9400, 0.0.0.0:9400 or [::1]:9400";
+
+bool all_of_chars(const std::string& text, const char* allowed) {
+  return !text.empty() && text.find_first_not_of(allowed) == std::string::npos;
+}
+
 const OptionInfo* find_option(const char* name) {
   size_t count = 0;
   const OptionInfo* table = option_table(&count);
@@ -59,12 +67,14 @@ std::string without_trailing_slashes(std::string dir) {
   return dir;
 }
 
-enum LongOnly { kOnce = 256, kJson, kDir, kHelpEnv };
+enum LongOnly { kOnce = 256, kJson, kDir, kHelpEnv, kPrometheus, kServe };
 
 const option kLongOptions[] = {
     {"delay", required_argument, nullptr, 'd'},
     {"once", no_argument, nullptr, kOnce},
     {"json", no_argument, nullptr, kJson},
+    {"prometheus", no_argument, nullptr, kPrometheus},
+    {"serve", required_argument, nullptr, kServe},
     {"dir", required_argument, nullptr, kDir},
     {"help", no_argument, nullptr, 'h'},
     {"help-env", no_argument, nullptr, kHelpEnv},
@@ -91,6 +101,39 @@ std::string rejected_option(char** argv, int index, int short_option) {
 
 }  // namespace
 
+bool parse_listen_address(const std::string& text, ListenAddress* out, std::string* error) {
+  auto invalid = [&](const std::string& why) {
+    *error = "--serve " + text + " is not valid (" + why + "); accepted: " + kListenForms;
+    return false;
+  };
+  std::string host, port;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos) return invalid("no ] after the IPv6 address");
+    host = text.substr(1, close - 1);
+    if (text.compare(close + 1, 1, ":") != 0) return invalid("no :PORT after the address");
+    port = text.substr(close + 2);
+    // Hex digits, colons, an embedded IPv4 address, a zone after '%'.
+    if (host.find(':') == std::string::npos ||
+        !all_of_chars(host, "0123456789abcdefABCDEF:.%_-ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ"))
+      return invalid("not an IPv6 address in the brackets");
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos) return invalid("no :PORT");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.empty()) return invalid("no host; 0.0.0.0 listens on every interface");
+    if (host.find(':') != std::string::npos) return invalid("an IPv6 address goes in brackets");
+    if (!all_of_chars(host, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-_"))
+      return invalid("not a host name or address");
+  }
+  if (!all_of_chars(port, "0123456789") || port.size() > 5 || std::stoul(port) > 65535)
+    return invalid("the port is not a number from 0 to 65535");
+  out->host = host;
+  out->port = uint16_t(std::stoul(port));
+  return true;
+}
+
 bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* error) {
   *out = CommandLine{};
   const std::string see_help = "; see gshare-top --help";
@@ -108,6 +151,13 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
         break;
       case kOnce: out->once = true; break;
       case kJson: out->json = true; break;
+      case kPrometheus: out->prometheus = true; break;
+      case kServe: {
+        ListenAddress address;
+        if (!parse_listen_address(optarg, &address, error)) return false;
+        out->serve = address;
+        break;
+      }
       case kDir:
         if (!*optarg) {
           *error = "--dir needs a directory" + see_help;
@@ -134,13 +184,19 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
     *error = "unexpected argument " + std::string(argv[optind]) + see_help;
     return false;
   }
+  int outputs = (out->json || out->once) + out->prometheus + out->serve.has_value();
+  if (outputs > 1) {
+    *error = "--serve, --prometheus and --json/--once are different outputs: give one" + see_help;
+    return false;
+  }
   out->dir = without_trailing_slashes(out->dir.empty() ? default_dir() : out->dir);
   return true;
 }
 
 std::string usage_text() {
   std::string text =
-      "usage: gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [-h|--help] [--help-env]\n"
+      "usage: gshare-top [-d SECONDS] [--once] [--json] [--prometheus] [--serve ADDR:PORT]\n"
+      "                  [--dir DIR] [-h|--help] [--help-env]\n"
       "\n"
       "Shows the GPU memory, launches and scheduling of every process running under\n"
       "gshare (LD_PRELOAD=libgshare.so), read from the per-GPU regions\n"
@@ -151,6 +207,11 @@ std::string usage_text() {
       "  -d, --delay SECONDS  refresh interval, more than 0 and at most 3600 (default 1)\n"
       "      --once           print one plain-text frame and exit\n"
       "      --json           print one JSON snapshot and exit (schema: tools/README.md)\n"
+      "      --prometheus     print one Prometheus text exposition and exit (for\n"
+      "                       node_exporter's textfile collector)\n"
+      "      --serve ADDR:PORT  serve the same on http://ADDR:PORT/metrics, a fresh\n"
+      "                       snapshot per scrape, until SIGINT or SIGTERM; port 0\n"
+      "                       takes a free one (the address served is printed on stderr)\n"
       "      --dir DIR        directory of the regions (default $GSHARE_DIR, else ";
   text += builtin_dir() + ")\n";
   text +=
@@ -159,7 +220,9 @@ std::string usage_text() {
       "\n"
       "Rates are taken over the refresh interval; --once, --json and the first\n"
       "live frame sample twice, 0.25 s apart (-d does not change that). --json\n"
-      "wins over --once.\n"
+      "wins over --once. --prometheus and --serve read one snapshot and leave\n"
+      "rates to Prometheus; their metrics are listed in the README (gshare-top,\n"
+      "Prometheus), a Grafana dashboard in tools/grafana/gshare-dashboard.json.\n"
       "\n"
       "Each GPU's line shows its memory, the safety sum P + lanes' E against the\n"
       "capacity (OVER when it exceeds it), its scheduling policy (fifo, fair,\n"
