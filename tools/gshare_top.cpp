@@ -1,7 +1,8 @@
 // gshare-top: a live view of the processes that run under gshare, read from
 // the per-GPU regions (never written). See tools/README.md.
 //
-//   gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [-h|--help] [--help-env]
+//   gshare-top [-d SECONDS] [--once] [--json] [--dir DIR] [--columns] [-h|--help]
+//              [--help-env] [--version]
 //
 // Files: top_cli (command line), top_sample (snapshots and rates: no
 // drawing), top_columns (the table of process columns), top_text (plain
@@ -96,6 +97,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -137,8 +139,16 @@ int print_json(const CommandLine& command_line) {
   return write_stdout(render_json(sample_window(command_line.dir)) + "\n") ? 0 : 1;
 }
 
+// The terminal's width, or where there is none to ask, $COLUMNS or 120:
+// a row never runs past it.
+size_t plain_width() {
+  if (isatty(STDOUT_FILENO)) return TerminalSession::size().columns;
+  return plain_output_width(getenv("COLUMNS"));
+}
+
 int print_once(const CommandLine& command_line) {
-  return write_stdout(join_lines(render_text(sample_window(command_line.dir), 0))) ? 0 : 1;
+  Frame frame = sample_window(command_line.dir);
+  return write_stdout(join_lines(render_text(frame, plain_width()))) ? 0 : 1;
 }
 
 // stdout is a file or a pipe: plain frames, each after a title line and
@@ -151,7 +161,7 @@ int print_frames(const CommandLine& command_line) {
     Sample current = take_sample(command_line.dir);
     Frame frame = make_frame(command_line.dir, previous, current);
     std::string text = title_line(frame, command_line.delay_seconds) + "\n" +
-                       join_lines(render_text(frame, 0)) + "\n";
+                       join_lines(render_text(frame, plain_width())) + "\n";
     if (!write_stdout(text)) return 1;
     previous = std::move(current);
     next = previous.taken + to_duration(command_line.delay_seconds);
@@ -199,6 +209,8 @@ int run_live(const CommandLine& command_line) {
 int run(const CommandLine& command_line) {
   if (command_line.help) return write_stdout(usage_text()) ? 0 : 1;
   if (command_line.help_env) return write_stdout(environment_text()) ? 0 : 1;
+  if (command_line.version) return write_stdout(version_text()) ? 0 : 1;
+  if (command_line.columns) return write_stdout(columns_text()) ? 0 : 1;
   if (command_line.json) return print_json(command_line);
   if (command_line.once) return print_once(command_line);
   if (isatty(STDOUT_FILENO)) return run_live(command_line);
