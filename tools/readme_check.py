@@ -85,6 +85,11 @@ def shape(line):
     line = VALUE.sub("#", line)
     line = re.sub(r"\b(running|waiting|idle)\b", "STATE", line)
     line = re.sub(r"(?<= )\*(?= |$)", "", line)  # TOKEN: whoever holds it now
+    # ADMIT, ITER and the like: "-" until there is a value, "turn 0.3s" while waiting.
+    line = re.sub(r"(?<!\S)(-|(turn|wait|lane) #)(?!\S)", "#", line)
+    # Which lanes the jobs share depends on how far their classification got.
+    if line.startswith("lanes: "):
+        line = "lanes: ..."
     return " ".join(line.split())
 
 
