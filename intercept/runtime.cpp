@@ -1,6 +1,7 @@
 #include "intercept/runtime.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include "allocator/admission.h"
 #include "allocator/devices.h"
@@ -11,6 +12,7 @@
 #include "base/driver_api.h"
 #include "intercept/hook_ids.h"
 #include "base/log.h"
+#include "base/version.h"
 #include "runtime/launch_gate.h"
 #include "runtime/upkeep.h"
 #include "scheduler/token.h"
@@ -82,6 +84,8 @@ void start_once() {
   allocator::configure_movable_memory(g_options);
   allocator::configure_pager(g_options);
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  // Which library a process loaded, for reports from installed systems.
+  GSHARE_INFO("libgshare.so %s started in pid %d", kVersion, int(getpid()));
   g_start_result = StartResult::kReady;
 }
 }  // namespace

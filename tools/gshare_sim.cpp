@@ -36,6 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/version.h"
 #include "tools/sim_engine.h"
 #include "tools/sim_paging.h"
 
@@ -51,6 +52,7 @@ struct CommandLine {
   std::vector<Policy> policies{std::begin(kAllPolicies), std::end(kAllPolicies)};
   bool json = false;
   bool help = false;
+  bool version = false;  // --version: "gshare-sim 0.9.0"
   // Overrides of the trace's own values; negative when not given.
   double quantum_ms = -1;
   double slice_max_ms = -1;
@@ -90,6 +92,7 @@ std::string usage_text() {
          "  --paging GBPS     also the paging model at GBPS GB/s each way: every policy's\n"
          "                    schedule and a searched one, without and with prefetch\n"
          "  -h, --help        this text\n"
+         "  --version         the version of gshare-sim\n"
          "\n"
          "Trace (JSON): quantum_ms, slice_max_ms, handover_ms, capacity_mib, description\n"
          "  (all optional), jobs: [{name, arrival_s, iteration_ms, iterations (required),\n"
@@ -172,6 +175,8 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
     bool ok = true;
     if (argument == "-h" || argument == "--help") {
       out->help = true;
+    } else if (argument == "--version") {
+      out->version = true;
     } else if (argument == "--json") {
       out->json = true;
     } else if (is_option(argument, "--policy")) {
@@ -204,7 +209,7 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
     }
     if (!ok) return false;
   }
-  if (out->trace_path.empty() && !out->help) {
+  if (out->trace_path.empty() && !out->help && !out->version) {
     *error = "no trace file given (usage: gshare-sim [options] TRACE.json; see --help)";
     return false;
   }
@@ -444,6 +449,7 @@ std::string render_paging(const Trace& trace, double gb_per_s) {
 
 int run(const CommandLine& command_line) {
   if (command_line.help) return write_stdout(usage_text()) ? 0 : 1;
+  if (command_line.version) return write_stdout(std::string("gshare-sim ") + kVersion + "\n") ? 0 : 1;
   Trace trace;
   std::string error;
   if (!load_trace(command_line.trace_path, &trace, &error)) {

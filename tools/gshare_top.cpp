@@ -2,7 +2,7 @@
 // the per-GPU regions (never written). See tools/README.md.
 //
 //   gshare-top [-d SECONDS] [--once] [--json] [--prometheus] [--serve ADDR:PORT]
-//              [--dir DIR] [-h|--help] [--help-env]
+//              [--dir DIR] [--columns] [-h|--help] [--help-env] [--version]
 //
 // Files: top_cli (command line), top_sample (snapshots and rates: no
 // drawing), top_columns (the table of process columns), top_text (plain
@@ -99,6 +99,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -146,10 +147,16 @@ int print_json(const CommandLine& command_line) {
 int print_prometheus(const CommandLine& command_line) {
   Sample sample = take_sample(command_line.dir);
   return write_stdout(render_prometheus(sample.gpus, command_line.dir, sample.dir_error)) ? 0 : 1;
+// The terminal's width, or where there is none to ask, $COLUMNS or 120:
+// a row never runs past it.
+size_t plain_width() {
+  if (isatty(STDOUT_FILENO)) return TerminalSession::size().columns;
+  return plain_output_width(getenv("COLUMNS"));
 }
 
 int print_once(const CommandLine& command_line) {
-  return write_stdout(join_lines(render_text(sample_window(command_line.dir), 0))) ? 0 : 1;
+  Frame frame = sample_window(command_line.dir);
+  return write_stdout(join_lines(render_text(frame, plain_width()))) ? 0 : 1;
 }
 
 // stdout is a file or a pipe: plain frames, each after a title line and
@@ -162,7 +169,7 @@ int print_frames(const CommandLine& command_line) {
     Sample current = take_sample(command_line.dir);
     Frame frame = make_frame(command_line.dir, previous, current);
     std::string text = title_line(frame, command_line.delay_seconds) + "\n" +
-                       join_lines(render_text(frame, 0)) + "\n";
+                       join_lines(render_text(frame, plain_width())) + "\n";
     if (!write_stdout(text)) return 1;
     previous = std::move(current);
     next = previous.taken + to_duration(command_line.delay_seconds);
@@ -212,6 +219,8 @@ int run(const CommandLine& command_line) {
   if (command_line.help_env) return write_stdout(environment_text()) ? 0 : 1;
   if (command_line.serve) return serve_metrics(*command_line.serve, command_line.dir);
   if (command_line.prometheus) return print_prometheus(command_line);
+  if (command_line.version) return write_stdout(version_text()) ? 0 : 1;
+  if (command_line.columns) return write_stdout(columns_text()) ? 0 : 1;
   if (command_line.json) return print_json(command_line);
   if (command_line.once) return print_once(command_line);
   if (isatty(STDOUT_FILENO)) return run_live(command_line);

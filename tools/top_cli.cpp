@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/options.h"
+#include "base/version.h"
 #include "tools/top_columns.h"
 #include "tools/top_format.h"
 
@@ -67,7 +68,7 @@ std::string without_trailing_slashes(std::string dir) {
   return dir;
 }
 
-enum LongOnly { kOnce = 256, kJson, kDir, kHelpEnv, kPrometheus, kServe };
+enum LongOnly { kOnce = 256, kJson, kDir, kHelpEnv, kPrometheus, kServe, kVersionOption, kColumnsOption };
 
 const option kLongOptions[] = {
     {"delay", required_argument, nullptr, 'd'},
@@ -78,6 +79,8 @@ const option kLongOptions[] = {
     {"dir", required_argument, nullptr, kDir},
     {"help", no_argument, nullptr, 'h'},
     {"help-env", no_argument, nullptr, kHelpEnv},
+    {"version", no_argument, nullptr, kVersionOption},
+    {"columns", no_argument, nullptr, kColumnsOption},
     {nullptr, 0, nullptr, 0},
 };
 
@@ -167,6 +170,8 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
         break;
       case 'h': out->help = true; break;
       case kHelpEnv: out->help_env = true; break;
+      case kVersionOption: out->version = true; break;
+      case kColumnsOption: out->columns = true; break;
       case ':':
         *error = rejected_option(argv, optind, optopt) + " needs a value" + see_help;
         return false;
@@ -196,7 +201,7 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
 std::string usage_text() {
   std::string text =
       "usage: gshare-top [-d SECONDS] [--once] [--json] [--prometheus] [--serve ADDR:PORT]\n"
-      "                  [--dir DIR] [-h|--help] [--help-env]\n"
+      "                  [--dir DIR] [--columns] [-h|--help] [--help-env] [--version]\n"
       "\n"
       "Shows the GPU memory, launches and scheduling of every process running under\n"
       "gshare (LD_PRELOAD=libgshare.so), read from the per-GPU regions\n"
@@ -215,14 +220,18 @@ std::string usage_text() {
       "      --dir DIR        directory of the regions (default $GSHARE_DIR, else ";
   text += builtin_dir() + ")\n";
   text +=
+      "      --columns        the process columns and what they mean, one a line\n"
       "  -h, --help           this help\n"
       "      --help-env       the GSHARE_* variables of the preload\n"
+      "      --version        the version of gshare-top\n"
       "\n"
       "Rates are taken over the refresh interval; --once, --json and the first\n"
       "live frame sample twice, 0.25 s apart (-d does not change that). --json\n"
       "wins over --once. --prometheus and --serve read one snapshot and leave\n"
       "rates to Prometheus; their metrics are listed in the README (gshare-top,\n"
       "Prometheus), a Grafana dashboard in tools/grafana/gshare-dashboard.json.\n"
+      "wins over --once. Where stdout is no terminal, rows are cut to $COLUMNS, else\n"
+      "to 120 columns.\n"
       "\n"
       "Each GPU's line shows its memory, the safety sum P + lanes' E against the\n"
       "capacity (OVER when it exceeds it), its scheduling policy (fifo, fair,\n"
@@ -235,8 +244,27 @@ std::string usage_text() {
       "\n"
       "columns:\n";
   for (const Column& column : process_columns())
-    text += "  " + pad_right(column.header, 10) + " " + column.description + "\n";
+    text += "  " + pad_right(column.header, kColumnsHeaderWidth) + " " + column.description + "\n";
   return text;
+}
+
+std::string columns_text() {
+  std::string text;
+  for (const Column& column : process_columns())
+    text += pad_right(column.header, kColumnsHeaderWidth) + " " + column.description + "\n";
+  return text;
+}
+
+std::string version_text() { return std::string("gshare-top ") + kVersion + "\n"; }
+
+size_t plain_output_width(const char* columns_variable) {
+  if (!columns_variable || !*columns_variable) return kDefaultPlainWidth;
+  size_t width = 0;
+  for (const char* p = columns_variable; *p; ++p) {
+    if (*p < '0' || *p > '9' || width > 100000) return kDefaultPlainWidth;
+    width = width * 10 + size_t(*p - '0');
+  }
+  return width >= kMinPlainWidth ? width : kDefaultPlainWidth;
 }
 
 std::string environment_text() {

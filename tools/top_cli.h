@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <cstddef>
 #include <string>
 
 namespace gshare::top {
@@ -23,6 +24,8 @@ struct CommandLine {
   std::optional<ListenAddress> serve;  // --serve ADDR:PORT: /metrics over HTTP
   bool help = false;
   bool help_env = false;
+  bool version = false;        // --version: "gshare-top 0.9.0"
+  bool columns = false;        // --columns: the process columns and their meanings
   std::string dir;             // --dir, else $GSHARE_DIR, else GSHARE_DIR's default
 };
 
@@ -36,5 +39,18 @@ bool parse_listen_address(const std::string& text, ListenAddress* out, std::stri
 
 std::string usage_text();
 std::string environment_text();
+// "gshare-top 0.9.0\n": the version of the build (project() in CMakeLists.txt).
+std::string version_text();
+// One line per process column, its header padded to kColumnsHeaderWidth and
+// its meaning: what --columns prints (the README's table is made from it).
+std::string columns_text();
+inline constexpr size_t kColumnsHeaderWidth = 10;
+
+// The width of plain frames written where there is no terminal to ask
+// (--once or frames into a pipe): $COLUMNS when it is a plain number from
+// kMinPlainWidth up, else kDefaultPlainWidth.
+size_t plain_output_width(const char* columns_variable);
+inline constexpr size_t kDefaultPlainWidth = 120;
+inline constexpr size_t kMinPlainWidth = 40;
 
 }  // namespace gshare::top

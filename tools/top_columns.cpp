@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "tools/top_command.h"
 #include "tools/top_format.h"
 
 namespace gshare::top {
@@ -9,7 +10,7 @@ namespace gshare::top {
 namespace {
 
 std::string pid(const ProcessView& r) { return std::to_string(r.process.pid); }
-std::string command(const ProcessView& r) { return r.process.command; }
+std::string command(const ProcessView& r) { return command_summary(r.process.command); }
 std::string used(const ProcessView& r) { return format_bytes(r.process.used_bytes); }
 std::string context(const ProcessView& r) { return format_bytes(r.process.context_bytes); }
 std::string allocations(const ProcessView& r) { return std::to_string(r.process.allocation_count); }
@@ -103,7 +104,9 @@ std::string weight_priority(const ProcessView& r) {
 
 const Column kColumns[] = {
     {"PID", "process id, in the process's own PID namespace", 7, Align::kRight, pid, 0},
-    {"COMMAND", "command line, cut to fit the terminal", 0, Align::kLeft, command, 0},
+    {"COMMAND",
+     "program name and first arguments (python train.py: the script's too), cut to fit", 0,
+     Align::kLeft, command, 0},
     {"USED", "device memory held: allocations plus the driver's context", 10, Align::kRight,
      used, 0},
     {"P", "persistent memory (context included); ~ while still provisional", 11, Align::kRight,

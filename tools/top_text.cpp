@@ -103,6 +103,12 @@ std::string trim_right(std::string text) {
   return text;
 }
 
+// A row cut at the edge when even the columns that never give way do not
+// fit `width` (0: no limit), so that no row runs past the terminal.
+std::string fitted_row(const std::string& line, size_t width) {
+  return width != 0 && display_width(line) > width ? truncate_to_width(line, width) : line;
+}
+
 std::string header_row(const Layout& layout) {
   std::string line;
   for (size_t i = 0; i < layout.columns.size(); ++i) {
@@ -299,9 +305,9 @@ std::vector<TextLine> render_text(const Frame& frame, size_t width) {
     for (std::string& line : gpu_header_lines(view, width)) lines.push_back({Kind::kGpu, std::move(line)});
     for (std::string& line : lanes_lines(view, width)) lines.push_back({Kind::kLanes, std::move(line)});
     for (std::string& line : wait_lines(view, width)) lines.push_back({Kind::kLanes, std::move(line)});
-    lines.push_back({Kind::kColumnHeader, header_row(layout)});
+    lines.push_back({Kind::kColumnHeader, fitted_row(header_row(layout), width)});
     for (const ProcessView& row : view.processes)
-      lines.push_back({Kind::kProcess, process_row(row, layout)});
+      lines.push_back({Kind::kProcess, fitted_row(process_row(row, layout), width)});
   }
   if (frame.process_count() == 0) lines.push_back({Kind::kMessage, no_processes_message(frame)});
   return lines;

@@ -37,8 +37,20 @@ script=$1
 shift
 python=${GPU_TEST_PYTHON:-python3}
 
+# TEST_SKIP_REASON_FILE (set by CMake): where the reason goes for ctest to
+# print after its summary (tests/gpu/print_skip_reasons.cmake); a skipped
+# test's own output shows only under ctest -V.
+reason_file=${TEST_SKIP_REASON_FILE:-}
+unset TEST_SKIP_REASON_FILE
+record_skip() {
+  [[ -n $reason_file ]] || return 0
+  mkdir -p "$(dirname "$reason_file")" && printf '%s\n' "$1" >"$reason_file"
+}
+[[ -z $reason_file ]] || rm -f "$reason_file"
+
 skip() {
   echo "SKIPPED: no GPU here ($1); GPU tests run on a machine with an NVIDIA GPU"
+  record_skip "no GPU here ($1)"
   exit 77
 }
 
@@ -91,9 +103,10 @@ export TEST_GSHARE_TOP=$top
 export PYTHONUNBUFFERED=1
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 echo "$(head -n 1 <<<"$gpus"); GSHARE_DIR=$test_dir; ${settings[*]:-no extra settings}"
-LD_PRELOAD=$library "$python" "$script" "$@"
-status=$?
+LD_PRELOAD=$library "$python" "$script" "$@" 2>&1 | tee "$test_dir/output"
+status=${PIPESTATUS[0]}
 if [[ $status -eq 77 ]]; then
   echo "(the script skipped itself)"
+  record_skip "the script skipped itself: $(grep -v '^$' "$test_dir/output" | tail -n 1)"
 fi
 exit "$status"

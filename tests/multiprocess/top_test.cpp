@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "base/version.h"
 #include "tests/multiprocess/harness.h"
 
 using namespace gshare::test;
@@ -56,6 +57,25 @@ TEST_CASE("gshare-top --once prints a frame with each process") {
   CHECK(f.status == 0);
   CHECK(f.out.find(std::to_string(a.pid())) != std::string::npos);
   CHECK(f.out.find("capacity") != std::string::npos);
+}
+
+TEST_CASE("at GSHARE_LOG=info the preload names its version once, at cuInit; at warn never") {
+  TestGpu gpu;
+  const std::string line = std::string("gshare: libgshare.so ") + gshare::kVersion + " started in pid ";
+  Client told(gpu, {{"GSHARE_LOG", "info"}});
+  REQUIRE(told.send("init") == "init ok");
+  REQUIRE(told.send("alloc 16M") == "alloc ok a0");
+  CHECK(told.finish() == 0);
+  std::string err = told.stderr_text();
+  INFO(err);
+  size_t at = err.find(line + std::to_string(told.pid()) + "\n");
+  CHECK(at != std::string::npos);
+  CHECK(err.find(line, at + 1) == std::string::npos);
+
+  Client quiet(gpu);
+  REQUIRE(quiet.send("init") == "init ok");
+  CHECK(quiet.finish() == 0);
+  CHECK(quiet.stderr_text().find("libgshare.so") == std::string::npos);
 }
 
 TEST_CASE("gshare-top with no region says there are no gshare processes") {
