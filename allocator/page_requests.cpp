@@ -1,10 +1,12 @@
 #include "allocator/page_requests.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "allocator/movable_memory.h"
 #include "allocator/pager.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/tunables.h"
 #include "scheduler/token.h"
 #include "shm/tokens.h"
@@ -159,6 +161,7 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
   *asked_at_ns = now;
   Region& r = *arbiter.region();
   const int next = scheduler::next_in_line(arbiter);
+  HostRoom limited;  // set when the host-memory limit held page-outs back
   arbiter.update([&] {
     // Room already on its way: only the rest is asked for.
     const uint64_t coming = coming_locked(arbiter);
@@ -169,9 +172,13 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     // would come to nothing, and look like room on its way meanwhile.
     const HostRoom host = host_room_locked(r);
     uint64_t asked = coming, added = 0;
+    bool host_bound = false;
     for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
       Slot& s = r.slots[order[k]];
-      if (!host.fits(s, added)) continue;
+      if (!host.fits(s, added)) {
+        host_bound = true;
+        continue;
+      }
       added += s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
       s.page_out_requests++;
       // Its framework's cache first (allocator/admission.h): free blocks
@@ -180,7 +187,17 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
       asked += s.movable_bytes;
     }
     if (asked > coming) shm::wake_waiters(r.header);
+    if (host_bound && asked < short_bytes) limited = host;
   });
+  // Said once: the room could come from page-outs, but the host-memory
+  // limit keeps them from happening, so this job waits for jobs to end.
+  static std::atomic<bool> told{false};
+  if (limited.limit != 0 && !told.exchange(true))
+    GSHARE_WARN("waiting for %.1f MiB of GPU memory that only page-outs of other jobs could free, "
+                "but their copies would pass GSHARE_HOST_MEM_LIMIT (%.1f of %.1f MiB of host "
+                "memory held for paging): it waits for jobs to end",
+                double(short_bytes) / (1024.0 * 1024.0), double(limited.held) / (1024.0 * 1024.0),
+                double(limited.limit) / (1024.0 * 1024.0));
 }
 
 bool ask_for_host_copies(Arbiter& arbiter) {

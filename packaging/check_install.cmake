@@ -1,8 +1,8 @@
 # ctest install_tree: `cmake --install` into a fresh prefix puts exactly
-# the preload, the two tools and the two man pages there, and the tools it
+# the preload, the two tools, the two man pages and, where built, the Slurm plugin there, and the tools it
 # installed run.
 #   cmake -DBUILD_DIR=... -DPREFIX=... -DLIBDIR=lib/x86_64-linux-gnu -DVERSION=x.y.z
-#         -P check_install.cmake
+#         [-DSPANK_PLUGIN=lib/x86_64-linux-gnu/gshare/gshare_spank.so] -P check_install.cmake
 file(REMOVE_RECURSE ${PREFIX})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX}
                 RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -17,6 +17,10 @@ set(wanted
   share/doc/gshare/copyright
   share/man/man1/gshare-top.1
   share/man/man7/gshare.7)
+# The Slurm plugin, where it was built (slurm/: needs <slurm/spank.h>).
+if(SPANK_PLUGIN)
+  list(APPEND wanted ${SPANK_PLUGIN})
+endif()
 file(GLOB_RECURSE installed RELATIVE ${PREFIX} ${PREFIX}/*)
 list(SORT installed)
 list(SORT wanted)

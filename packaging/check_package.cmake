@@ -3,7 +3,7 @@
 # under /usr (the preload in the loader's multiarch directory), and whose
 # preload is stripped and needs nothing but glibc.
 #   cmake -DBUILD_DIR=... -DOUT=... -DLIBDIR=lib/x86_64-linux-gnu -DVERSION=x.y.z
-#         -P check_package.cmake
+#         [-DSPANK_PLUGIN=lib/x86_64-linux-gnu/gshare/gshare_spank.so] -P check_package.cmake
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT status EQUAL 0)
@@ -29,6 +29,9 @@ endif()
 run(dpkg-deb -c ${packages})
 set(wanted usr/bin/gshare-sim usr/bin/gshare-top usr/${LIBDIR}/libgshare.so
     usr/share/doc/gshare/copyright usr/share/man/man1/gshare-top.1 usr/share/man/man7/gshare.7)
+if(SPANK_PLUGIN)
+  list(APPEND wanted usr/${SPANK_PLUGIN})
+endif()
 string(REGEX MATCHALL "\\./usr/[^\n]*[^/\n]\n" files "${out}")
 list(TRANSFORM files REPLACE "^\\./(.*)\n$" "\\1")
 list(SORT files)

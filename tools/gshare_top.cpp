@@ -147,6 +147,8 @@ int print_json(const CommandLine& command_line) {
 int print_prometheus(const CommandLine& command_line) {
   Sample sample = take_sample(command_line.dir);
   return write_stdout(render_prometheus(sample.gpus, command_line.dir, sample.dir_error)) ? 0 : 1;
+}
+
 // The terminal's width, or where there is none to ask, $COLUMNS or 120:
 // a row never runs past it.
 size_t plain_width() {

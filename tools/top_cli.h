@@ -1,9 +1,9 @@
 // gshare-top's command line: parsing, and the --help and --help-env texts.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <cstddef>
 #include <string>
 
 namespace gshare::top {
