@@ -282,7 +282,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     // asks them and waits for them with its token (allocator/page_requests.h), busy.
     if (paging_enabled() && scheduler::holds_token(arbiter)) {
       ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
-      if (keep_token_for_room(arbiter, short_of(result, bytes), &token_kept_since, now)) {
+      if (keep_token_for_room(arbiter, &token_kept_since, now)) {
         uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
         me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
         shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));

@@ -114,37 +114,8 @@ bool room_on_its_way(const Arbiter& arbiter) {
   return false;
 }
 
-bool room_can_come(Arbiter& arbiter, uint64_t short_bytes) {
-  if (!paging_enabled()) return false;
-  const int next = scheduler::next_in_line(arbiter);
-  bool can = false;
-  arbiter.update([&] {
-    uint64_t room = coming_locked(arbiter);
-    int order[shm::kMaxSlots];
-    const int n = candidates_locked(arbiter, next, mono_now_ns(), order);
-    const HostRoom host = host_room_locked(*arbiter.region());
-    uint64_t added = 0;
-    for (int k = 0; k < n && room < short_bytes; ++k) {
-      const Slot& s = arbiter.region()->slots[order[k]];
-      if (!host.fits(s, added)) continue;
-      added += s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
-      room += s.movable_bytes;
-    }
-    can = room >= std::max<uint64_t>(short_bytes, 1);
-  });
-  return can;
-}
-
-bool keep_token_for_room(Arbiter& arbiter, uint64_t short_bytes, uint64_t* held_since, uint64_t now) {
+bool keep_token_for_room(Arbiter& arbiter, uint64_t* held_since, uint64_t now) {
   if (!paging_enabled() || !scheduler::holds_token(arbiter)) {
-    *held_since = 0;
-    return false;
-  }
-  // No page-out can give the room (none under way, none possible: nobody
-  // else holds movable memory, or their copies would pass the host-memory
-  // limit): waiting with the token would only keep the jobs that could end
-  // and leave room from running.
-  if (!room_can_come(arbiter, short_bytes)) {
     *held_since = 0;
     return false;
   }
@@ -200,19 +171,38 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
                 double(limited.limit) / (1024.0 * 1024.0));
 }
 
-bool ask_for_host_copies(Arbiter& arbiter) {
+bool ask_for_host_copies(Arbiter& arbiter, uint64_t need_bytes) {
   Region& r = *arbiter.region();
   bool asked = false;
   arbiter.update([&] {
+    // Resident jobs that keep copies, largest first: as few as will do are
+    // asked, each for no more than is still missing, so that the copies
+    // the others keep still spare them the pinning at their next page-out.
+    int order[shm::kMaxSlots];
+    int n = 0;
+    uint64_t coming = 0;
     for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
-      Slot& s = r.slots[i];
+      const Slot& s = r.slots[i];
       if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
       if (s.residency != shm::kResident || s.host_paging_bytes == 0) continue;
       if (s.host_release_requests != s.host_release_acks) {
-        asked = true;  // asked before, not answered yet
+        // Asked before, not answered yet.
+        coming += s.host_release_bytes ? std::min(s.host_release_bytes, s.host_paging_bytes)
+                                       : s.host_paging_bytes;
+        asked = true;
         continue;
       }
+      order[n++] = int(i);
+    }
+    std::sort(order, order + n, [&](int a, int b) {
+      return r.slots[a].host_paging_bytes > r.slots[b].host_paging_bytes;
+    });
+    for (int k = 0; k < n && coming < std::max<uint64_t>(need_bytes, 1); ++k) {
+      Slot& s = r.slots[order[k]];
+      const uint64_t want = need_bytes > coming ? need_bytes - coming : 0;
+      s.host_release_bytes = want >= s.host_paging_bytes ? 0 : want;
       s.host_release_requests++;
+      coming += std::min(want, s.host_paging_bytes);
       asked = true;
     }
     if (asked) shm::wake_waiters(r.header);

@@ -23,30 +23,25 @@ namespace gshare::allocator {
 // (Slot::release_requests), which its pager waits for before the copies.
 void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
 
-// A page-out needs pinned host memory the GPU's paged jobs already hold
-// up to GSHARE_HOST_MEM_LIMIT: asks the resident jobs that keep host copies
-// of their memory (a faster next page-out) to free them. Says whether any
-// was asked.
-bool ask_for_host_copies(shm::Arbiter& arbiter);
+// A page-out needs `need_bytes` more pinned host memory than the GPU's
+// paged jobs leave under GSHARE_HOST_MEM_LIMIT: asks resident jobs that
+// keep host copies of their memory (a faster next page-out) to free that
+// much of them, the largest keepers first, each for what is still missing
+// (Slot::host_release_bytes), so that copies nobody needs stay. Says
+// whether any was asked, or is still answering an earlier ask.
+bool ask_for_host_copies(shm::Arbiter& arbiter, uint64_t need_bytes);
 
 // Whether another job is paging out, or has been asked to and not yet
 // answered: room on its way.
 bool room_on_its_way(const shm::Arbiter& arbiter);
 
-// Whether page-outs under way, asked for, or still possible could free
-// `short_bytes`. A page-out is possible for a job ask_for_page_outs would
-// ask whose copy fits GSHARE_HOST_MEM_LIMIT beside the others' (counting
-// the copies resident jobs keep as freeable).
-bool room_can_come(shm::Arbiter& arbiter, uint64_t short_bytes);
-
 // The exception to the resource order under paging: a job that holds its
-// token and waits for room `short_bytes` short may keep the token while
-// page-outs are under way for it (the room comes from pagers, which need no
-// token), and for at most kPageInHoldNs with none; never when no page-out
-// can give the room (room_can_come): then only the jobs that run can, by
-// ending. True: keep waiting with the token; `held_since` (0 at first)
-// keeps the time across calls.
-bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* held_since,
-                         uint64_t now);
+// token and waits for room may keep the token while page-outs are under way
+// for it (the room comes from pagers, which need no token), and for at most
+// kPageInHoldNs with none: a page-out nobody asks (ask_for_page_outs skips
+// what the host-memory limit would refuse) is no room on its way. True:
+// keep waiting with the token; `held_since` (0 at first) keeps the time
+// across calls.
+bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t* held_since, uint64_t now);
 
 }  // namespace gshare::allocator

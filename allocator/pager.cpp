@@ -177,7 +177,7 @@ bool reserve_host_bytes(Device& device, uint64_t bytes) {
     if (ok) arbiter.slot()->host_paging_bytes += bytes;
   });
   if (ok) return true;
-  if (ask_for_host_copies(arbiter)) {
+  if (ask_for_host_copies(arbiter, held + bytes - limit)) {
     GSHARE_INFO("GPU %s: a page-out waits for resident jobs to free their host copies", device.uuid);
     return false;
   }
@@ -337,19 +337,21 @@ void page_out(Device& device) {
               double(total) / MiB, ranges.size(), double(took) / 1e6);
 }
 
-// Frees the host copies this job keeps of its resident memory, asked by a
-// job whose page-out needs that host memory (ask_for_host_copies). Runs on
-// the pager thread.
-void free_host_copies(Device& device) {
-  uint64_t freed = 0;
+// Frees host copies this job keeps of its resident memory, at least
+// `want` bytes of them (0: all), asked by a job whose page-out needs that
+// host memory (ask_for_host_copies). Runs on the pager thread.
+void free_host_copies(Device& device, uint64_t want) {
+  uint64_t freed = 0, taken = 0;
   lock_movable_memory();
   Ranges kept(count_movable(device.ordinal));
   // Unhooked from the ledger under its lock, freed after it: the driver
   // call must not hold up the hooks that take the ledger's lock.
   ledger().for_each([&](Allocation& a) {
+    if (want != 0 && taken >= want) return;
     if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device.ordinal) return;
     if (a.paged || a.host_copy == 0 || !kept.ok()) return;
     kept.add({a.key, a.extent, 0, a.host_copy, a.context, 0, 0, a.host_registered});
+    taken += a.extent;
     a.host_copy = 0;
     a.host_registered = 0;
   });
@@ -441,7 +443,7 @@ bool wait_for_room(Device& device, uint64_t want[2], uint64_t deadline) {
     ask_for_page_outs(arbiter, short_bytes, &asked_at);
     answer_release_requests_from_hook();
     if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
-    if (keep_token_for_room(arbiter, short_bytes, &held_since, now))
+    if (keep_token_for_room(arbiter, &held_since, now))
       shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
     else
       scheduler::step_aside(arbiter, /*still_waiting=*/true);
@@ -644,8 +646,12 @@ void* pager_loop(void*) {
       }
       uint32_t copies = __atomic_load_n(&slot->host_release_requests, __ATOMIC_RELAXED);
       if (copies != __atomic_load_n(&slot->host_release_acks, __ATOMIC_RELAXED)) {
-        arbiter.update([&] { slot->host_release_acks = copies; });
-        free_host_copies(device);
+        uint64_t want = 0;
+        arbiter.update([&] {
+          slot->host_release_acks = copies;
+          want = slot->host_release_bytes;
+        });
+        free_host_copies(device, want);
       }
       uint32_t asked = __atomic_load_n(&slot->page_out_requests, __ATOMIC_RELAXED);
       if (asked != __atomic_load_n(&slot->page_out_acks, __ATOMIC_RELAXED)) {

@@ -32,6 +32,7 @@ set(wanted usr/bin/gshare-sim usr/bin/gshare-top usr/${LIBDIR}/libgshare.so
 if(SPANK_PLUGIN)
   list(APPEND wanted usr/${SPANK_PLUGIN})
 endif()
+list(SORT wanted)
 string(REGEX MATCHALL "\\./usr/[^\n]*[^/\n]\n" files "${out}")
 list(TRANSFORM files REPLACE "^\\./(.*)\n$" "\\1")
 list(SORT files)

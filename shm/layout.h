@@ -223,7 +223,10 @@ struct alignas(64) Slot {
   uint32_t host_release_requests;  // bumped by a job whose page-out needs the
                                    // pinned host memory this one keeps while resident
   uint32_t host_release_acks;      // requests answered (owner)
-  uint64_t padding5[3];
+  // How much of its kept copies the latest request wants freed, at least;
+  // 0: all of them. Written with host_release_requests.
+  uint64_t host_release_bytes;
+  uint64_t padding5[2];
 };
 static_assert(sizeof(Slot) == 704, "Slot layout changed: bump kLayoutVersion");
 
