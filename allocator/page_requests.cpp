@@ -107,9 +107,15 @@ uint64_t coming_locked(const Arbiter& arbiter) {
 
 bool room_on_its_way(const Arbiter& arbiter) {
   const Region& r = *arbiter.region();
+  // Read without the lock: a hint, like the figures it weighs.
+  const HostRoom host = host_room_locked(r);
   for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
-    if (int(i) != arbiter.own_slot() && s.state == shm::kSlotLive && coming_from(s)) return true;
+    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive || !coming_from(s)) continue;
+    // Asked, but its copy would pass the host-memory limit: that page-out
+    // comes to nothing unless copies are freed first, and must not keep
+    // a job waiting with the token for it.
+    if (s.residency == shm::kPagingOut || host.fits(s, 0)) return true;
   }
   return false;
 }
@@ -139,17 +145,17 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     if (coming >= short_bytes) return;
     int order[shm::kMaxSlots];
     const int n = candidates_locked(arbiter, next, now, order);
-    // A page-out the host-memory limit would refuse is not asked for: it
-    // would come to nothing, and look like room on its way meanwhile.
+    // A page-out past the host-memory limit is asked for all the same: its
+    // pager asks resident jobs to free the copies they keep, and tries
+    // again at the next ask. It does not count as room on its way
+    // (room_on_its_way), and the first time none fits this job says why
+    // it may wait.
     const HostRoom host = host_room_locked(r);
     uint64_t asked = coming, added = 0;
     bool host_bound = false;
     for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
       Slot& s = r.slots[order[k]];
-      if (!host.fits(s, added)) {
-        host_bound = true;
-        continue;
-      }
+      if (!host.fits(s, added)) host_bound = true;
       added += s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
       s.page_out_requests++;
       // Its framework's cache first (allocator/admission.h): free blocks
@@ -158,15 +164,17 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
       asked += s.movable_bytes;
     }
     if (asked > coming) shm::wake_waiters(r.header);
-    if (host_bound && asked < short_bytes) limited = host;
+    if (host_bound) limited = host;
   });
   // Said once: the room could come from page-outs, but the host-memory
-  // limit keeps them from happening, so this job waits for jobs to end.
+  // limit may keep them from happening, and then this job waits for jobs
+  // to end.
   static std::atomic<bool> told{false};
   if (limited.limit != 0 && !told.exchange(true))
     GSHARE_WARN("waiting for %.1f MiB of GPU memory that only page-outs of other jobs could free, "
                 "but their copies would pass GSHARE_HOST_MEM_LIMIT (%.1f of %.1f MiB of host "
-                "memory held for paging): it waits for jobs to end",
+                "memory held for paging): unless copies kept by resident jobs are freed, it "
+                "waits for jobs to end",
                 double(short_bytes) / (1024.0 * 1024.0), double(limited.held) / (1024.0 * 1024.0),
                 double(limited.limit) / (1024.0 * 1024.0));
 }

@@ -18,8 +18,7 @@ namespace gshare::allocator {
 // without paging. Whom first: idle jobs (they may not come back for long),
 // then the one whose turn ended last (by turns, it runs again last), then
 // the largest; the job the policy runs next (scheduler::next_in_line)
-// only when no other will do. A job whose copy would pass the host-memory
-// limit is not asked. Each is also asked for its cache
+// only when no other will do. Each is also asked for its cache
 // (Slot::release_requests), which its pager waits for before the copies.
 void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
 
@@ -32,14 +31,15 @@ void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* as
 bool ask_for_host_copies(shm::Arbiter& arbiter, uint64_t need_bytes);
 
 // Whether another job is paging out, or has been asked to and not yet
-// answered: room on its way.
+// answered and its copy fits the host-memory limit beside the others'
+// (the copies resident jobs keep counted as freeable): room on its way.
 bool room_on_its_way(const shm::Arbiter& arbiter);
 
 // The exception to the resource order under paging: a job that holds its
 // token and waits for room may keep the token while page-outs are under way
 // for it (the room comes from pagers, which need no token), and for at most
-// kPageInHoldNs with none: a page-out nobody asks (ask_for_page_outs skips
-// what the host-memory limit would refuse) is no room on its way. True:
+// kPageInHoldNs with none (a page-out asked of a job whose copy would pass
+// the host-memory limit is none: room_on_its_way). True:
 // keep waiting with the token; `held_since` (0 at first) keeps the time
 // across calls.
 bool keep_token_for_room(shm::Arbiter& arbiter, uint64_t* held_since, uint64_t now);
