@@ -303,6 +303,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
         me.admission_since_mono_ns = start;
         me.admission_bytes = bytes;
         me.admission_waits++;
+        r.header.admission_waits++;
         r.header.memory_waiters++;
       }
       me.admission = state_of(result.status);

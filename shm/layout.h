@@ -292,7 +292,8 @@ struct alignas(64) RegionHeader {
   uint64_t repairs;          // times a holder died mid-update and the state was repaired
   uint64_t reclaimed_slots;  // dead owners cleaned up
   uint64_t admission_timeouts;  // allocations on this GPU that gave up waiting, ended jobs included
-  uint64_t padding1[3];
+  uint64_t admission_waits;     // allocations on this GPU that had to wait, ended jobs included
+  uint64_t padding1[2];
 
   // --- the launch token: written under the lock ---
   // Waiters sleep on token_futex (FUTEX_WAIT on the shared mapping); it is

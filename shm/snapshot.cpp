@@ -210,6 +210,7 @@ GpuSnapshot snapshot_region(const std::string& path) {
   gpu.repairs = h.repairs;
   gpu.reclaimed_slots = h.reclaimed_slots;
   gpu.admission_timeouts = h.admission_timeouts;
+  gpu.admission_waits = h.admission_waits;
   gpu.sampled_mono_ns = now_mono_ns;
   gpu.policy = policy_text(h.policy);
   gpu.handovers = h.handovers;

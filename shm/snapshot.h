@@ -105,6 +105,7 @@ struct GpuSnapshot {
   uint64_t repairs = 0;
   uint64_t reclaimed_slots = 0;
   uint64_t admission_timeouts = 0;  // allocations that gave up waiting, ended jobs included
+  uint64_t admission_waits = 0;     // allocations that had to wait, ended jobs included
   uint64_t sampled_mono_ns = 0;  // CLOCK_MONOTONIC right after the copy: "now" of the times below
 
   // --- the launch token ---

@@ -25,6 +25,7 @@
 //       "reserved_bytes": N,            Σ reserved of the live processes
 //       "repairs": N,                   times a holder died mid-update and state was repaired
 //       "reclaimed_slots": N,           dead processes' slots cleaned up
+//       "admission_waits": N,           allocations that had to wait, ended jobs included
 //       "policy": "fair",               fifo|fair|srtf|priority|pack|prefetch; "unknown" until a process sets it
 //       "holder_slot": N|null,          the live process holding the launch token (pack: lane 0's)
 //       "holder_pid": N|null,

@@ -128,6 +128,7 @@ Json gpu_json(const GpuView& view) {
       {"reserved_bytes", gpu.reserved_bytes},
       {"repairs", gpu.repairs},
       {"admission_timeouts", gpu.admission_timeouts},
+      {"admission_waits", gpu.admission_waits},
       {"reclaimed_slots", gpu.reclaimed_slots},
       {"policy", gpu.policy},
       {"holder_slot", holder ? Json(holder->slot) : Json(nullptr)},

@@ -97,6 +97,9 @@ const Metric<GpuSnapshot> kGpuMetrics[] = {
        if (g.switches == 0) return std::nullopt;
        return seconds(g.switch_ns_max);
      }},
+    {"gshare_gpu_admission_waits_total", kCounter,
+     "Allocations that had to wait for admission, memory or their lane's space, ended jobs included.",
+     [](const GpuSnapshot& g) -> std::optional<Number> { return integer(g.admission_waits); }},
     {"gshare_gpu_admission_timeouts_total", kCounter,
      "Allocations that gave up waiting for admission (GSHARE_ADMIT_TIMEOUT_S), ended jobs included.",
      [](const GpuSnapshot& g) -> std::optional<Number> { return integer(g.admission_timeouts); }},

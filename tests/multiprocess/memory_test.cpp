@@ -148,6 +148,8 @@ TEST_CASE("a job that cannot be admitted waits, and proceeds once memory frees")
   json admitted = gpu.top_process(late.pid());
   CHECK(admitted["admission"] == "admitted");
   CHECK(admitted["admission_waits"] == 1);
+  // The GPU keeps the count, ended jobs included.
+  CHECK(gpu.top_json()["gpus"][0]["admission_waits"].get<uint64_t>() >= 1);
 }
 
 TEST_CASE("a job that cannot be admitted gets a clean out-of-memory error after GSHARE_ADMIT_TIMEOUT_S") {

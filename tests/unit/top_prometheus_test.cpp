@@ -58,6 +58,7 @@ shm::GpuSnapshot busy_gpu() {
   gpu.switch_ns_total = 1500 * 1000;  // 1.5 ms
   gpu.switch_ns_max = 1 * kMs;
   gpu.admission_timeouts = 2;
+  gpu.admission_waits = 7;
   gpu.memory_waiters = 1;
   gpu.lanes.resize(2);
 
@@ -163,6 +164,7 @@ TEST_CASE("the exposition has a family per metric, in base units, with the regio
   CHECK(has_line(text, "gshare_gpu_switch_seconds_count{" + gpu + "} 3"));
   CHECK(has_line(text, "gshare_gpu_switch_max_seconds{" + gpu + "} 0.001"));
   CHECK(has_line(text, "gshare_gpu_admission_timeouts_total{" + gpu + "} 2"));
+  CHECK(has_line(text, "gshare_gpu_admission_waits_total{" + gpu + "} 7"));
   CHECK(text.find("gshare_gpu_region_error_info{") == std::string::npos);
 
   CHECK(has_line(text, "gshare_process_memory_used_bytes{" + trainer + "} 603979776"));
