@@ -1,4 +1,4 @@
-// Memory sharing (issue 4): classification into P and E, lanes and the
+// Memory sharing: classification into P and E, lanes and the
 // safety condition, admission waits, and pack; real processes over the
 // fake driver.
 #include <catch2/catch.hpp>
