@@ -7,6 +7,7 @@
 #include "allocator/pager.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/saturating.h"
 #include "base/tunables.h"
 #include "scheduler/token.h"
 #include "shm/tokens.h"
@@ -33,17 +34,18 @@ bool coming_from(const Slot& s) {
 // the GPU, which they free when asked (ask_for_host_copies).
 struct HostRoom {
   uint64_t limit = 0, held = 0, kept = 0;
-  // Whether `s`'s page-out fits beside `added` bytes asked for already:
-  // its own kept copies are used again, not freed, and it needs the rest.
+  // The host memory `s`'s page-out adds: its own kept copies are used
+  // again, and it needs the rest.
+  static uint64_t need_of(const Slot& s) { return saturating_sub(s.movable_bytes, s.host_paging_bytes); }
+  // Whether `s`'s page-out fits beside `added` bytes asked for already.
   bool fits(const Slot& s, uint64_t added) const {
     const uint64_t own = s.residency == shm::kResident ? s.host_paging_bytes : 0;
-    const uint64_t need = s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
-    const uint64_t freeable = kept - std::min(kept, own);
-    return held + added + need <= limit + freeable;
+    return held + added + need_of(s) <= limit + saturating_sub(kept, own);
   }
 };
 
-HostRoom host_room_locked(const Region& r) {
+// Under the region's lock, or without it as a hint (room_on_its_way).
+HostRoom host_room(const Region& r) {
   HostRoom room;
   room.limit = paging_host_limit();
   for (const Slot& s : r.slots) {
@@ -108,7 +110,7 @@ uint64_t coming_locked(const Arbiter& arbiter) {
 bool room_on_its_way(const Arbiter& arbiter) {
   const Region& r = *arbiter.region();
   // Read without the lock: a hint, like the figures it weighs.
-  const HostRoom host = host_room_locked(r);
+  const HostRoom host = host_room(r);
   for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
     if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive || !coming_from(s)) continue;
@@ -150,13 +152,13 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     // again at the next ask. It does not count as room on its way
     // (room_on_its_way), and the first time none fits this job says why
     // it may wait.
-    const HostRoom host = host_room_locked(r);
+    const HostRoom host = host_room(r);
     uint64_t asked = coming, added = 0;
     bool host_bound = false;
     for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
       Slot& s = r.slots[order[k]];
       if (!host.fits(s, added)) host_bound = true;
-      added += s.movable_bytes > s.host_paging_bytes ? s.movable_bytes - s.host_paging_bytes : 0;
+      added += HostRoom::need_of(s);
       s.page_out_requests++;
       // Its framework's cache first (allocator/admission.h): free blocks
       // given back need no copy, and the page-out waits a moment for them.
