@@ -59,6 +59,8 @@ struct CommandLine {
   double handover_ms = -1;
   int64_t capacity_mib = -1;  // 0 turns the trace's capacity off
   double paging_gb_per_s = 0;  // > 0: also the paging model (tools/sim_paging.h), text only
+  double pin_gb_per_s = 0;     // --pin: the paging model's pinning rate; 0: pinning is free
+  int64_t host_limit_mib = 0;  // --host-limit-mib: the paging model's host limit; 0: none
   std::string trace_path;
 };
 
@@ -70,7 +72,8 @@ struct PolicyResult {
 std::string usage_text() {
   return "usage: gshare-sim [--policy fifo|fair|srtf|priority|pack|prefetch|all] [--json]\n"
          "                  [--quantum-ms N] [--slice-max-ms N] [--handover-ms N]\n"
-         "                  [--capacity-mib N] [--paging GBPS] TRACE.json\n"
+         "                  [--capacity-mib N] [--paging GBPS [--pin GBPS] [--host-limit-mib N]]\n"
+         "                  TRACE.json\n"
          "\n"
          "Replays a job trace through gshare's scheduling policies on one simulated GPU\n"
          "(virtual clock) and prints, per policy, each job's arrival, start, completion,\n"
@@ -91,6 +94,11 @@ std::string usage_text() {
          "                    default: the trace's capacity_mib, else not modelled\n"
          "  --paging GBPS     also the paging model at GBPS GB/s each way: every policy's\n"
          "                    schedule and a searched one, without and with prefetch\n"
+         "  --pin GBPS        with --paging: pinning host memory for a page-out costs its\n"
+         "                    bytes at GBPS (a job pins at its first page-out, and again\n"
+         "                    after giving its kept copy up); default: free\n"
+         "  --host-limit-mib N  with --paging: GSHARE_HOST_MEM_LIMIT; past it a page-out\n"
+         "                    makes resident jobs give kept copies up; default: no limit\n"
          "  -h, --help        this text\n"
          "  --version         the version of gshare-sim\n"
          "\n"
@@ -195,6 +203,13 @@ bool parse_command_line(int argc, char** argv, CommandLine* out, std::string* er
       ok = take_value(argc, argv, &i, "--paging", &value, error) &&
            parse_ms("--paging", value, true, &out->paging_gb_per_s, error);
       if (!ok) *error = std::string("--paging takes a copy rate in GB/s > 0 (got '") + value + "')";
+    } else if (is_option(argument, "--pin")) {
+      ok = take_value(argc, argv, &i, "--pin", &value, error) &&
+           parse_ms("--pin", value, true, &out->pin_gb_per_s, error);
+      if (!ok) *error = std::string("--pin takes a pinning rate in GB/s > 0 (got '") + value + "')";
+    } else if (is_option(argument, "--host-limit-mib")) {
+      ok = take_value(argc, argv, &i, "--host-limit-mib", &value, error) &&
+           parse_mib("--host-limit-mib", value, &out->host_limit_mib, error);
     } else if (is_option(argument, "--capacity-mib")) {
       ok = take_value(argc, argv, &i, "--capacity-mib", &value, error) &&
            parse_mib("--capacity-mib", value, &out->capacity_mib, error);
@@ -417,13 +432,20 @@ bool write_stdout(const std::string& text) {
 
 // The paging model: every fixed policy's schedule and the searched one,
 // without and with prefetch.
-std::string render_paging(const Trace& trace, double gb_per_s) {
-  std::string out = format("\nPaging (GSHARE_PAGING=on), copies at %.1f GB/s each way:\n", gb_per_s);
+std::string render_paging(const Trace& trace, const PagingModel& base) {
+  const double gb_per_s = base.gb_per_s;
+  PagingModel plain_model = base, fetched_model = base;
+  plain_model.prefetch = false;
+  fetched_model.prefetch = true;
+  std::string out = format("\nPaging (GSHARE_PAGING=on), copies at %.1f GB/s each way", gb_per_s);
+  if (base.pin_gb_per_s > 0) out += format(", pinning at %.1f GB/s", base.pin_gb_per_s);
+  if (base.host_limit_bytes) out += format(", host limit %.1f GiB", double(base.host_limit_bytes) / double(1ull << 30));
+  out += ":\n";
   out += format("  %-10s %16s %16s %14s %14s\n", "schedule", "makespan (s)", "with prefetch",
                 "swapped GiB", "stall (s)");
   auto row = [&](const std::string& name, const Schedule& plain, const Schedule& fetched) {
-    PagingResult a = simulate_paging(trace, plain, {gb_per_s, false});
-    PagingResult b = simulate_paging(trace, fetched, {gb_per_s, true});
+    PagingResult a = simulate_paging(trace, plain, plain_model);
+    PagingResult b = simulate_paging(trace, fetched, fetched_model);
     out += format("  %-10s %16.3f %16.3f %14.1f %14.3f\n", name.c_str(), seconds(a.makespan_ns),
                   seconds(b.makespan_ns), double(b.swapped_bytes) / double(1ull << 30),
                   seconds(b.stall_ns));
@@ -434,8 +456,8 @@ std::string render_paging(const Trace& trace, double gb_per_s) {
   }
   SearchOptions options;
   PagingResult plain_best, fetched_best;
-  Schedule plain = search_schedule(trace, {gb_per_s, false}, options, &plain_best);
-  Schedule fetched = search_schedule(trace, {gb_per_s, true}, options, &fetched_best);
+  Schedule plain = search_schedule(trace, plain_model, options, &plain_best);
+  Schedule fetched = search_schedule(trace, fetched_model, options, &fetched_best);
   row("search", plain, fetched);
   std::string order;
   for (int j : fetched.order) order += (order.empty() ? "" : ", ") + trace.jobs[j].name;
@@ -471,7 +493,11 @@ int run(const CommandLine& command_line) {
       fprintf(stderr, "gshare-sim: --paging needs a capacity (the trace's capacity_mib, or --capacity-mib)\n");
       return 2;
     }
-    text += render_paging(trace, command_line.paging_gb_per_s);
+    PagingModel model;
+    model.gb_per_s = command_line.paging_gb_per_s;
+    model.pin_gb_per_s = command_line.pin_gb_per_s;
+    model.host_limit_bytes = uint64_t(command_line.host_limit_mib) << 20;
+    text += render_paging(trace, model);
   }
   return write_stdout(text) ? 0 : 1;
 }

@@ -19,12 +19,42 @@ struct JobState {
   uint64_t iteration_ns = 0;
   uint64_t arrival_ns = 0;
   uint64_t bytes = 0;  // F = P + E
+  uint64_t host = 0;   // pinned host memory it holds: its copy, kept or paged out
   uint64_t last_run_ns = 0;
   bool started = false, resident = false, done = false;
 };
 
 uint64_t copy_ns(uint64_t bytes, const PagingModel& model) {
   return uint64_t(double(bytes) / (model.gb_per_s * 1e9) * 1e9);
+}
+
+uint64_t pin_ns(uint64_t bytes, const PagingModel& model) {
+  return model.pin_gb_per_s > 0 ? uint64_t(double(bytes) / (model.pin_gb_per_s * 1e9) * 1e9) : 0;
+}
+
+// A page-out of `victim`: the host memory it must pin (none if it kept its
+// copy). Past the host limit, resident jobs other than it give their kept
+// copies up, the largest first, until it fits (as far as they can).
+uint64_t page_out_pins(std::vector<JobState>& jobs, int victim, const PagingModel& model) {
+  JobState& v = jobs[victim];
+  const uint64_t pins = v.bytes > v.host ? v.bytes - v.host : 0;
+  if (model.host_limit_bytes) {
+    uint64_t held = 0;
+    for (const JobState& s : jobs) held += s.host;
+    while (held + pins > model.host_limit_bytes) {
+      int keeper = -1;
+      for (size_t k = 0; k < jobs.size(); ++k)
+        if (int(k) != victim && jobs[k].resident && jobs[k].host > 0 &&
+            (keeper < 0 || jobs[k].host > jobs[keeper].host))
+          keeper = int(k);
+      if (keeper < 0) break;
+      const uint64_t freed = std::min(jobs[keeper].host, held + pins - model.host_limit_bytes);
+      jobs[keeper].host -= freed;
+      held -= freed;
+    }
+  }
+  v.host = v.bytes;
+  return pins;
 }
 
 // A turn's length, as live (rules/policy.h): it pays for its switch, at
@@ -103,7 +133,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     }
     JobState& job = jobs[j];
     // Room, least recently run first, never the job about to run.
-    uint64_t out_bytes = 0, in_bytes = 0;
+    uint64_t out_bytes = 0, in_bytes = 0, pinned = 0;
     bool evicted_prev = false;
     if (!job.resident) {
       while (capacity && used + job.bytes > capacity) {
@@ -113,6 +143,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
               (victim < 0 || jobs[k].last_run_ns < jobs[victim].last_run_ns))
             victim = int(k);
         if (victim < 0) break;  // check_capacity rules this out
+        pinned += page_out_pins(jobs, victim, model);
         jobs[victim].resident = false;
         used -= jobs[victim].bytes;
         out_bytes += jobs[victim].bytes;
@@ -125,7 +156,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
       job.resident = true;
       used += job.bytes;
     }
-    const uint64_t copies = copy_ns(out_bytes, model) + copy_ns(in_bytes, model);
+    const uint64_t copies = pin_ns(pinned, model) + copy_ns(out_bytes, model) + copy_ns(in_bytes, model);
     // Prefetch overlaps the previous turn only where the copies' room was
     // there during it: the previous job not paged out, and its memory (if
     // it has ended since) fitting beside this job's.
@@ -160,6 +191,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     if (job.left_ns == 0) {
       job.done = true;
       job.resident = false;
+      job.host = 0;
       used -= job.bytes;
       --left;
     }

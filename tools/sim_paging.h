@@ -23,6 +23,10 @@
 //     bandwidth), never the one about to run. A job's first turn allocates
 //     anew: nothing to page in. Each switch to another job also costs the
 //     trace's handover.
+//   - Pinning (PagingModel::pin_gb_per_s): a page-out of a job that keeps
+//     no pinned copy pins its footprint first. Jobs keep their copies when
+//     paged back in; past PagingModel::host_limit_bytes, a page-out makes
+//     resident jobs give theirs up, largest first, as live.
 //   - Without prefetch the copies happen between turns: the GPU idles for
 //     all of them. With prefetch they start as the previous turn starts,
 //     overlapping its compute, where their room was there during that
@@ -55,6 +59,14 @@ namespace gshare::sim {
 struct PagingModel {
   double gb_per_s = 25;  // each copy's rate, host to device and back (GB = 1e9 bytes)
   bool prefetch = false;
+  // Pinning host memory for a page-out, GB/s; 0: free. Live, a job keeps
+  // its pinned copy when it comes back, so only its first page-out pins,
+  // unless the host limit made it give the copy up meanwhile.
+  double pin_gb_per_s = 0;
+  // GSHARE_HOST_MEM_LIMIT: host memory for all jobs' copies; 0: no limit.
+  // A page-out past it frees copies that resident jobs keep, the largest
+  // first, as live: each pins again at its own next page-out.
+  uint64_t host_limit_bytes = 0;
 };
 
 struct Schedule {

@@ -3,17 +3,22 @@ train): the trace is made from what was measured, each job's GPU time
 alone (its seconds from the start over its steps), its memory (PyTorch's
 peak reserved alone as P + E, the bank and model as P), the GPU's size and
 the page-in rate gshare measured; gshare-sim --paging then predicts the
-prefetch policy's makespan, set beside the measured one.
+prefetch policy's makespan, set beside the measured one. With the run's
+messages, also pinning: each job's first page-out pins all of its memory,
+and its pinning rate is taken from those page-outs' times (less the copy at
+the page-in rate), their median; and the host-memory limit the run had.
 
-usage: compare_sim.py --run DIR --sim PATH/gshare-sim
+usage: compare_sim.py --run DIR --sim PATH/gshare-sim [--host-limit-gib N]
   DIR holds paging.json and raw/ (the job logs) of one paging_bench.py run.
 Prints one JSON object: {"trace": ..., "predicted_s": {...}, "measured_s": {...}}.
 """
 
 import argparse
+import glob
 import json
 import os
 import re
+import statistics
 import subprocess
 import tempfile
 
@@ -28,10 +33,28 @@ def peak_reserved(path):
     return None
 
 
+def first_page_out_pin_gbps(raw, gbps):
+    """Each job's first page-out, from its messages: MiB and ms; the pinning
+    rate is its bytes over its time less the copy's. None without any."""
+    rates = []
+    for path in glob.glob(os.path.join(raw, "gshare-*-[0-9]*.err")):
+        with open(path) as f:
+            for line in f:
+                m = re.search(r"paged out ([\d.]+) MiB in \d+ allocations in ([\d.]+) ms", line)
+                if m:
+                    size = float(m.group(1)) * MIB
+                    pin_s = float(m.group(2)) / 1e3 - size / (gbps * 1e9)
+                    if pin_s > 0:
+                        rates.append(size / pin_s / 1e9)
+                    break
+    return statistics.median(rates) if rates else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True)
     ap.add_argument("--sim", required=True)
+    ap.add_argument("--host-limit-gib", type=float, default=100, help="the run's GSHARE_HOST_MEM_LIMIT")
     args = ap.parse_args()
     report = json.load(open(os.path.join(args.run, "paging.json")))
     train = report["train"]
@@ -58,7 +81,11 @@ def main():
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(trace, f)
         path = f.name
-    text = subprocess.run([args.sim, "--paging", f"{gbps:.2f}", path], capture_output=True, text=True).stdout
+    pin = first_page_out_pin_gbps(os.path.join(args.run, "raw"), gbps)
+    command = [args.sim, "--paging", f"{gbps:.2f}"]
+    if pin:
+        command += ["--pin", f"{pin:.2f}", "--host-limit-mib", str(int(args.host_limit_gib * 1024))]
+    text = subprocess.run(command + [path], capture_output=True, text=True).stdout
     os.unlink(path)
     predicted = {}
     for line in text.splitlines():
@@ -66,7 +93,8 @@ def main():
         if m:
             predicted[m.group(1)] = {"no_prefetch_s": float(m.group(2)), "prefetch_s": float(m.group(3))}
     measured = {k: v["makespan_s"] for k, v in runs.items()}
-    out = {"trace": trace, "page_in_gbps": gbps, "predicted_s": predicted, "measured_s": measured}
+    out = {"trace": trace, "page_in_gbps": gbps, "pin_gbps": pin, "host_limit_gib": args.host_limit_gib,
+           "predicted_s": predicted, "measured_s": measured}
     policy = predicted.get("prefetch")
     if policy:
         if measured.get("on"):

@@ -59,6 +59,38 @@ TEST_CASE("paging model: three jobs of 4 GiB on 10 GiB, by turns, worked by hand
   CHECK(whole.swapped_bytes == 0);
 }
 
+TEST_CASE("paging model: pinning costs a job's first page-out, and again past the host limit") {
+  // The schedule worked by hand above, pinning at 8 GiB/s: a's page-out
+  // first pins its 4 GiB (0.5 s more); its page-in pins nothing.
+  Trace trace = three_jobs_of_4_gib();
+  Schedule turns = policy_schedule(trace, "fair");
+  PagingModel pinning{kGiBPerSecond8, false};
+  pinning.pin_gb_per_s = kGiBPerSecond8;
+  PagingResult plain = simulate_paging(trace, turns, pinning);
+  CHECK(seconds(plain.makespan_ns) == Approx(7.5).margin(1e-3));
+  CHECK(seconds(plain.stall_ns) == Approx(1.5).margin(1e-3));
+
+  // Four jobs of 4 GiB on 10 GiB, by turns, each swap paging one out: with
+  // room for every copy each job pins once; with room for three copies (two
+  // paged out, one kept), resident jobs give theirs up and pin again at
+  // their next page-out.
+  Trace four = three_jobs_of_4_gib();
+  four.jobs.push_back(four.jobs[0]);
+  four.jobs.back().name = "d";
+  for (TraceJob& j : four.jobs) j.iterations = 26;
+  Schedule rounds = policy_schedule(four, "fair");
+  PagingModel unlimited{kGiBPerSecond8, false};
+  unlimited.pin_gb_per_s = 1;
+  PagingModel limited = unlimited;
+  limited.host_limit_bytes = 12ull << 30;
+  PagingResult free_pins = simulate_paging(four, rounds, {kGiBPerSecond8, false});
+  PagingResult once = simulate_paging(four, rounds, unlimited);
+  PagingResult again = simulate_paging(four, rounds, limited);
+  CHECK(once.makespan_ns > free_pins.makespan_ns);
+  CHECK(again.makespan_ns > once.makespan_ns);
+  CHECK(again.swapped_bytes == once.swapped_bytes);  // the same swaps, dearer
+}
+
 TEST_CASE("paging model: the search never loses to a fixed policy, prefetch never to none") {
   std::ifstream file(GSHARE_SOURCE_DIR "/tools/traces/paging_mix.json");
   REQUIRE(file);
