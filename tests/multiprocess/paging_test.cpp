@@ -232,16 +232,22 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
   // A swap needs host memory for two of them (one going out while one
   // comes in), and GSHARE_HOST_MEM_LIMIT holds that, not three. A job paged
   // back in keeps its host copy for its next page-out, so once each has been
-  // out a page-out must ask a resident job for its copy first.
+  // out a page-out must ask a resident job for its copy first. Under fair
+  // the three take turns in a ring, so each is paged out in its turn (the
+  // prefetch policy may keep one resident and swap the other two, whose
+  // copies then suffice).
   TestGpu gpu(256 * kMiB);
-  const Env env = paging({{"GSHARE_HOST_MEM_LIMIT", "250MiB"}, {"GSHARE_QUANTUM_MS", "50"}});
+  const Env env = paging({{"GSHARE_HOST_MEM_LIMIT", "250MiB"}, {"GSHARE_QUANTUM_MS", "50"},
+                          {"GSHARE_POLICY", "fair"}});
   auto jobs = started_jobs(gpu, 3, env);
-  for (auto& job : jobs) job->post("pagetrain 80 100M 4 2 10000 0");
+  // 240 steps of 20 ms: several turns each, however long a switch makes
+  // them (up to 20 times its cost), so the ring goes round.
+  for (auto& job : jobs) job->post("pagetrain 240 100M 4 2 10000 0");
   std::string logs;
   for (auto& job : jobs) {
     std::string reply = job->reply(120);
     INFO(gpu.state());
-    CHECK(starts_with(reply, "pagetrain ok 80 "));
+    CHECK(starts_with(reply, "pagetrain ok 240 "));
     logs += job->stderr_text();
   }
   INFO(logs);
