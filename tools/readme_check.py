@@ -87,9 +87,9 @@ def shape(line):
     line = re.sub(r"(?<= )\*(?= |$)", "", line)  # TOKEN: whoever holds it now
     # ADMIT, ITER and the like: "-" until there is a value, "turn 0.3s" while waiting.
     line = re.sub(r"(?<!\S)(-|(turn|wait|lane) #)(?!\S)", "#", line)
-    # Which lanes the jobs share depends on how far their classification got.
-    if line.startswith("lanes: "):
-        line = "lanes: ..."
+    # Which lanes the jobs share depends on how far their classification
+    # got; the lanes end the GPU's header, which shapes() joins into one line.
+    line = re.sub(r"(^|\s)lanes: .*$", r"\1lanes: ...", line)
     return " ".join(line.split())
 
 
