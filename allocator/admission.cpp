@@ -525,12 +525,19 @@ namespace {
 // holder's cache back first (give_back_cache_before_switch). Emptying
 // for it at every boundary would only make the running job allocate its
 // next iteration again.
-bool waits_for_bytes(const Region& r, int own) {
+//
+// Nor is a job waiting for admission while this one runs on: the safety
+// condition counts what a job will need, not what its cache holds now, and
+// a running job takes its iteration's memory again at once. (A provisional
+// job's holdings count in full, but it takes them again too.) The admission
+// waiter gets in as the runner's figures are learned or its turn ends.
+bool waits_for_bytes(const Region& r, int own, bool running_on) {
   if (__atomic_load_n(&r.header.memory_waiters, __ATOMIC_RELAXED) == 0) return false;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     if (int(i) == own || __atomic_load_n(&r.slots[i].state, __ATOMIC_RELAXED) != shm::kSlotLive) continue;
     uint32_t admission = __atomic_load_n(&r.slots[i].admission, __ATOMIC_RELAXED);
-    if (admission == shm::kWaitingForMemory || admission == shm::kWaitingForAdmission) return true;
+    if (admission == shm::kWaitingForMemory) return true;
+    if (admission == shm::kWaitingForAdmission && !running_on) return true;
   }
   return false;
 }
@@ -541,8 +548,10 @@ void give_back_cache_to_waiters() {
   for_each_attached_device([&](Device& device) {
     const Slot* slot = device.account.slot();
     const Arbiter& arbiter = device.account.arbiter();
-    if (slot && slot->admission == shm::kAdmitted && waits_for_bytes(*arbiter.region(), arbiter.own_slot()))
-      others_wait = true;
+    if (!slot || slot->admission != shm::kAdmitted) return;
+    const uint32_t gate = slot->gate.load(std::memory_order_relaxed);
+    const bool running_on = (gate & shm::kGateOpen) && !(gate & shm::kGateYield);
+    if (waits_for_bytes(*arbiter.region(), arbiter.own_slot(), running_on)) others_wait = true;
   });
   if (others_wait) give_back_and_count(can_empty_framework_caches(), "to jobs waiting for memory");
 }

@@ -85,11 +85,18 @@ void note_in_flight(CUstream stream) {
   pthread_mutex_unlock(&g_bound.mutex);
 }
 
-// Ends the holder's slice: a first turn's cost is known by now
+// Ends the holder's slice, and the measure of its turn's switch cost
 // (runtime/switch_cost.h).
 void hand_over(shm::Arbiter& arbiter, shm::Slot* slot) {
-  end_first_turn_cost(slot);
+  end_turn_cost(slot);
   end_slice(arbiter, allocator::drain_current_context);
+}
+
+// Whether the holder, asked to yield where it could, still hands over: not
+// while the turn its switch cost so far gives it lasts.
+bool yield_stands(shm::Arbiter& arbiter) {
+  publish_switch_cost();
+  return !keep_turn_if_longer(arbiter);
 }
 
 // The holder was asked to yield: may this launch be where its slice ends?
@@ -155,7 +162,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
     if (!(gate & shm::kGateOpen)) {
       leave_gate();
       wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
-    } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function)) {
+    } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function) && yield_stands(arbiter)) {
       leave_gate();
       hand_over(arbiter, slot);
     } else if (allocator::paging_enabled() && !ticket.work.entered) {
@@ -204,7 +211,8 @@ bool before_host_sync() {
     uint32_t gate = slot->gate.load(std::memory_order_acquire);
     shm::Arbiter& arbiter = device.account.arbiter();
     if (boundary && (gate & shm::kGateOpen) && (gate & shm::kGateYield) &&
-        slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot()))
+        slot->handover_mode == shm::kHandoverOverlap && !arbiter.holds_unsettled_memory(arbiter.own_slot()) &&
+        yield_stands(arbiter))
       hand_over(arbiter, slot);
   });
   return boundary;
@@ -224,7 +232,7 @@ void after_host_sync(bool ends_iteration) {
     // that fall mid-iteration later.
     if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
     allocator::measure_framework_cache_if_due();
-    end_switch_cost();
+    publish_switch_cost();
   }
   allocator::answer_release_requests_from_hook();
   allocator::for_each_attached_device([&](allocator::Device& device) {
@@ -235,7 +243,7 @@ void after_host_sync(bool ends_iteration) {
       slot->syncs.fetch_add(1, std::memory_order_relaxed);
       uint32_t gate = slot->gate.load(std::memory_order_acquire);
       shm::Arbiter& arbiter = device.account.arbiter();
-      if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary) {
+      if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary && yield_stands(arbiter)) {
         // Memory the next job needs goes back before the handover: the
         // framework's cache; what stays is live, and the job keeps its turn.
         bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot());
@@ -278,8 +286,8 @@ void scheduler_tick() {
   iterations::Estimate estimate = iterations::current(launches);
   if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
   // A loop that never syncs ends its iterations between ticks: the switch
-  // cost's measure ends at the first tick past one.
-  end_switch_cost_if_iterated(estimate.iterations, estimate.source == shm::kIterationsFromLaunches);
+  // cost's measure is published at the first tick past one.
+  publish_switch_cost_if_iterated(estimate.iterations, estimate.source == shm::kIterationsFromLaunches);
   allocator::answer_release_requests_from_upkeep(launches, now);
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();

@@ -5,21 +5,29 @@
 // last holder gives its cache back before the grant, and this job
 // allocates its iteration's memory anew, or waits for it. With iterations
 // of tens of milliseconds that can cost as much as an iteration, and turns
-// of one iteration each would spend half the GPU on switching. The cost is
+// of one iteration each would spend half the GPU on switching. The cost of
+// a turn's switch is
 //   the switch's own (the grant, or the last holder's give-back, to this
-//   job's first launch: Slot::last_switch_ns)
-// + the time this job then spends in its memory calls (the driver's, and
-//   waits for memory) until its next iteration boundary.
-// A job's first turn is measured whole, from its first launch to its
-// hand-over: its memory calls then (its set-up's allocations with its first
-// iterations', all new) are the first guess at what a switch to it costs,
-// published as it hands over, so that its second turn is sized by it; later
-// switches wear it down. And a job that empties its cache before handing
-// over will allocate as much again when its turn comes back: the
-// emptying's time counts as the cost of a switch to it at once. The figure is
-// published in Slot::switch_cost_ns: a costlier switch raises it at once,
-// a cheaper one lowers it by a quarter. Jobs that keep their memory across a switch (jobs
-// of different lanes) measure next to nothing and keep the quantum.
+//   job's first launch: Slot::last_switch_ns; none for a job's first turn)
+// + the time this job spends in its memory calls (the driver's, and waits
+//   for memory) in the turn so far.
+// It is published in Slot::switch_cost_ns at every iteration boundary of
+// the turn and at its hand-over, each time it has grown: a turn's first
+// boundary may come before its iteration has allocated all it will (a
+// model's set-up syncs; a sync mid-way through the first iteration), and
+// the turn lengthens as the figure grows (scheduler::keep_turn_if_longer).
+// A job's first turn is published only at its hand-over (or once it has
+// lasted kMaxTurnNs): it stays as short as the quantum, so that every job
+// reaches its model's set-up early and is admitted its weights while no
+// job holds an iteration's memory; its set-up's allocations count, a first
+// guess that later switches wear down. At the start of each turn the figure
+// drops by a quarter: a costly switch counts at once, and cheap ones wear
+// it down (jobs that keep their memory across a switch, of different
+// lanes, measure next to nothing and keep the quantum). A job that empties
+// its cache before handing over will allocate as much again when its turn
+// comes back: the emptying's time counts as the cost of a switch to it at
+// once. A measure closes once its turn has lasted tunables::kMaxTurnNs:
+// no turn grows longer.
 #pragma once
 
 #include <atomic>
@@ -33,18 +41,17 @@ namespace gshare::runtime {
 
 extern std::atomic<bool> g_measuring_switch_cost;
 
-// At the first launch of a turn, with what note_first_launch recorded.
+// At the first launch of a turn, with what note_first_launch recorded:
+// opens the turn's measure.
 void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
-// At an iteration boundary: ends an open measure and publishes it (a first
-// turn's only once it has lasted tunables::kMaxTurnNs).
-void end_switch_cost();
-// As the job hands its token over: ends a first turn's measure and
-// publishes it.
-void end_first_turn_cost(shm::Slot* slot);
+// At an iteration boundary: publishes the open measure if it has grown.
+void publish_switch_cost();
+// As the job hands its token over: publishes the turn's measure and closes it.
+void end_turn_cost(shm::Slot* slot);
 // From the upkeep thread, each tick, the iterations counted so far: for a
 // loop whose iterations come from its launches (`from_launches`: it never
-// syncs), an open measure ends once their count moves.
-void end_switch_cost_if_iterated(uint64_t iterations, bool from_launches);
+// syncs), each move of their count is a boundary.
+void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches);
 // A fork()ed child measures nothing of its parent's switch.
 void forget_switch_cost_after_fork();
 // Its cache emptied before a hand-over, in `ns`.

@@ -595,6 +595,32 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
   arbiter.update([&] { hand_over(true); });
 }
 
+bool keep_turn_if_longer(Arbiter& arbiter) {
+  bool kept = false;
+  arbiter.update([&] {
+    JobTable t;
+    Region& r = *arbiter.region();
+    const int own = arbiter.own_slot();
+    const int k = token_index(r, own);
+    if (holder_slot_locked(arbiter, k) != own) return;
+    Slot& me = r.slots[own];
+    const uint32_t gate = me.gate.load(std::memory_order_relaxed);
+    if (!(gate & shm::kGateOpen) || !(gate & shm::kGateYield)) return;
+    gather_locked(arbiter, k, t);
+    const int current = t.index(own);
+    if (current < 0) return;
+    shm::Token& token = r.header.tokens[k];
+    const uint64_t turn = slice_length(region_policy(r.header), t.jobs[current], me.quantum_ns);
+    const uint64_t now = mono_now_ns();
+    if (turn == rules::kForever || token.slice_end_mono_ns == UINT64_MAX || token.slice_start_mono_ns + turn <= now)
+      return;
+    token.slice_end_mono_ns = token.slice_start_mono_ns + turn;
+    me.gate.store(gate & ~uint32_t(shm::kGateYield), std::memory_order_release);
+    kept = true;
+  });
+  return kept;
+}
+
 // Makes the holder inactive and gives its token to the next job, or to
 // nobody. Under the lock.
 static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current, uint64_t now,

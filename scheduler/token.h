@@ -88,6 +88,15 @@ void end_slice(shm::Arbiter& arbiter, void (*drain)());
 // the allocation, as it would at an iteration boundary.
 void end_slice_between_iterations(shm::Arbiter& arbiter, void (*drain)());
 
+// The holder, asked to yield, is where it could hand over: if its turn,
+// sized anew by the switch cost it has measured since the ask
+// (runtime/switch_cost.h), has not run out, the ask is withdrawn and the
+// slice runs to the turn's end; returns whether it was. The ask came from a
+// waiter that saw the cost as it stood then: a job's first iteration after
+// a switch allocates its memory anew, and only its boundary publishes what
+// that cost. Takes the lock.
+bool keep_turn_if_longer(shm::Arbiter& arbiter);
+
 // The holder's work is drained (a host sync returned). Under priority it
 // lends the GPU to a waiting lower-priority job until it launches again.
 void lend_while_idle(shm::Arbiter& arbiter);

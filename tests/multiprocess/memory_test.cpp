@@ -714,6 +714,35 @@ TEST_CASE("a switch costs what the driver takes to allocate the lane's memory an
   CHECK(seen.switches <= 12);
 }
 
+TEST_CASE("a turn lasts what its switch's cost says from the moment its iteration has measured it",
+          "[switch_cost]") {
+  // Three jobs of one lane (P 400 MiB, E 5 GiB of 8 GiB) over a driver
+  // that takes 240 ms to allocate one job's E, as an H200's maps 78 GB.
+  // Each step takes its E in 8 pieces with a launch after each; the set-up
+  // syncs before the weights exist; a cache takes 50 ms to empty. A switch
+  // to a job costs about 300 ms, so its turns last the most, 5 s: longer
+  // than a job's 24 steps (4.3 s). The ask to yield comes at the quantum's
+  // end, long before the first step after a switch has allocated its E and
+  // measured that; it must not stand. So after the first turns (each job's
+  // set-up, three switches) each job runs to its end in one turn: three
+  // more. Honouring the ask made two or more costly switches besides.
+  for (const std::string policy : {"fair", "priority", "pack"}) {
+    INFO(policy);
+    TestGpu gpu(8 * kGiB);
+    const Env env{{"GSHARE_POLICY", policy},         {"SETUP_SYNC", "1"},
+                  {"MID_STEP_PAUSE_S", "0.001"},     {"EMPTY_CACHE_MS", "50"},
+                  {"FAKE_CUDA_ALLOC_US_PER_GIB", "48000"}};
+    std::vector<Finished> done = run_caching_jobs(gpu, 3, {"24", "400", "5120", "8", "17000"}, env);
+    for (const Finished& f : done) {
+      INFO(f.err);
+      CHECK(f.out == "done 24\n");
+    }
+    json seen = gpu.top_json()["gpus"][0];
+    INFO(seen.dump());
+    CHECK(seen["switches"].get<uint64_t>() <= 7);
+  }
+}
+
 TEST_CASE("pack runs jobs of two lanes at once and never two jobs of one lane at once") {
   TestGpu gpu(8 * kGiB);
   const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "pack"},
