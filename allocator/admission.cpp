@@ -492,15 +492,18 @@ namespace {
 // Empties the framework caches and the stream-ordered pools' free memory,
 // and counts what they gave back (the frameworks' once, on the first
 // device). Whether a framework's cache was emptied.
-bool give_back_and_count(bool framework, const char* why) {
+bool give_back_and_count(bool framework, const char* why, uint64_t* freed_bytes = nullptr) {
   uint64_t emptied = framework ? give_back_framework_caches() : 0;
   const bool framework_emptied = emptied > 0;
+  uint64_t total = 0;
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
     uint64_t freed = give_back_on(device, emptied, nullptr);
     emptied = 0;
+    total += freed;
     if (freed > 0) GSHARE_DEBUG("GPU %s: gave back %.1f MiB of cached memory %s", device.uuid, double(freed) / MiB, why);
   });
+  if (freed_bytes) *freed_bytes = total;
   return framework_emptied;
 }
 }  // namespace
@@ -515,7 +518,9 @@ bool give_back_cache_when_switched_out() {
   return switched_out && give_back_and_count(has_framework_cache() && can_empty_framework_caches(), "switched out");
 }
 
-bool give_back_cache_before_switch() { return give_back_and_count(can_empty_framework_caches(), "before a switch"); }
+bool give_back_cache_before_switch(uint64_t* freed_bytes) {
+  return give_back_and_count(can_empty_framework_caches(), "before a switch", freed_bytes);
+}
 
 namespace {
 // Whether a job other than `own` waits for bytes a cache could free: for

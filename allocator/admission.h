@@ -98,8 +98,9 @@ bool give_back_cache_when_switched_out();
 // framework cache and its pools' free memory back first, from this hook
 // thread. Whatever stays is in
 // real use, and the job keeps its turn until it is not. Whether a
-// framework's cache was emptied.
-bool give_back_cache_before_switch();
+// framework's cache was emptied; `freed_bytes`, if given, gets what went
+// back in all.
+bool give_back_cache_before_switch(uint64_t* freed_bytes = nullptr);
 
 // At an iteration boundary, while other jobs wait for memory or for
 // admission: the caches go back (the framework's and the pools' free

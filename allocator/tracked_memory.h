@@ -17,10 +17,12 @@
 #include <cstdint>
 
 #include "allocator/admission.h"
+#include "allocator/allocation_rate.h"
 #include "allocator/classifier.h"
 #include "allocator/devices.h"
 #include "allocator/ledger.h"
 #include "allocator/movable_memory.h"
+#include "base/clock.h"
 #include "shm/arbiter.h"
 
 namespace gshare::allocator {
@@ -63,8 +65,10 @@ CUresult allocate_tracked(Device& device, AllocationKind kind, const char* name,
   Birth birth = classify_birth(bytes);
   return admit_and_try(device, name, bytes, 1, birth.kind, [&](bool* driver_refused) {
     uint64_t key = 0;
+    const uint64_t began = bytes >= kTimedAllocationMinBytes ? mono_now_ns() : 0;
     CUresult result = call(&key);
     if (result == CUDA_SUCCESS) {
+      if (began != 0) note_driver_allocation(bytes, mono_now_ns() - began);
       record(device, kind, key, bytes, 0, birth);
       return result;
     }

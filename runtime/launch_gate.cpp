@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "allocator/admission.h"
+#include "allocator/allocation_rate.h"
 #include "allocator/classifier.h"
 #include "allocator/framework_classes.h"
 #include "allocator/framework_counts.h"
@@ -85,17 +86,30 @@ void note_in_flight(CUstream stream) {
   pthread_mutex_unlock(&g_bound.mutex);
 }
 
+// What this job would take to allocate again what it gives back at a
+// switch: in a shared lane, what it holds beyond P (its iteration's memory,
+// in use or cached) goes back before a lane-mate runs, and comes again in
+// its next turn, at the driver's rate (allocator/allocation_rate.h).
+uint64_t reallocation_after_switch_ns() {
+  uint64_t bytes = 0;
+  allocator::for_each_attached_device([&](allocator::Device& device) {
+    const shm::Slot* slot = device.account.slot();
+    if (slot && device.account.arbiter().lane_is_shared()) bytes += shm::ephemeral_now(*slot);
+  });
+  return allocator::expected_allocation_ns(bytes);
+}
+
 // Ends the holder's slice, and the measure of its turn's switch cost
 // (runtime/switch_cost.h).
 void hand_over(shm::Arbiter& arbiter, shm::Slot* slot) {
-  end_turn_cost(slot);
+  end_turn_cost(slot, reallocation_after_switch_ns());
   end_slice(arbiter, allocator::drain_current_context);
 }
 
 // Whether the holder, asked to yield where it could, still hands over: not
 // while the turn its switch cost so far gives it lasts.
 bool yield_stands(shm::Arbiter& arbiter) {
-  publish_switch_cost();
+  publish_switch_cost(reallocation_after_switch_ns());
   return !keep_turn_if_longer(arbiter);
 }
 
@@ -232,7 +246,7 @@ void after_host_sync(bool ends_iteration) {
     // that fall mid-iteration later.
     if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
     allocator::measure_framework_cache_if_due();
-    publish_switch_cost();
+    publish_switch_cost(reallocation_after_switch_ns());
   }
   allocator::answer_release_requests_from_hook();
   allocator::for_each_attached_device([&](allocator::Device& device) {
@@ -251,9 +265,10 @@ void after_host_sync(bool ends_iteration) {
           const uint64_t began = mono_now_ns();
           note_handover_began(arbiter, began);
           // What stays is in use at rest: P (allocator/classifier.h).
-          if (allocator::give_back_cache_before_switch()) allocator::note_cache_emptied_at_boundary();
+          uint64_t freed = 0;
+          if (allocator::give_back_cache_before_switch(&freed)) allocator::note_cache_emptied_at_boundary();
           // Its next turn allocates that much again (runtime/switch_cost.h).
-          note_give_back_before_switch(slot, mono_now_ns() - began);
+          note_give_back_before_switch(slot, mono_now_ns() - began + allocator::expected_allocation_ns(freed));
         }
         hand_over(arbiter, slot);
         if (giving_back) note_handover_began(arbiter, 0);
@@ -287,7 +302,8 @@ void scheduler_tick() {
   if (estimate.source == shm::kIterationsFromSyncs) allocator::note_iterations(estimate.iterations);
   // A loop that never syncs ends its iterations between ticks: the switch
   // cost's measure is published at the first tick past one.
-  publish_switch_cost_if_iterated(estimate.iterations, estimate.source == shm::kIterationsFromLaunches);
+  publish_switch_cost_if_iterated(estimate.iterations, estimate.source == shm::kIterationsFromLaunches,
+                                  reallocation_after_switch_ns());
   allocator::answer_release_requests_from_upkeep(launches, now);
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();

@@ -29,7 +29,7 @@ void raise(shm::Slot* slot, uint64_t cost) {
 
 // Publishes the open measure; `closing` (or a turn that has lasted
 // kMaxTurnNs) closes it.
-void publish(bool closing) {
+void publish(bool closing, uint64_t reallocation_ns) {
   if (!g_measuring_switch_cost.load(std::memory_order_acquire)) return;
   if (g_first_turn.load(std::memory_order_relaxed) && !closing &&
       mono_now_ns() - g_turn_began_ns.load(std::memory_order_relaxed) < tunables::kMaxTurnNs)
@@ -39,10 +39,12 @@ void publish(bool closing) {
   const uint64_t switch_ns = g_switch_ns.load(std::memory_order_relaxed);
   const uint64_t memory_ns = g_memory_ns.load(std::memory_order_relaxed);
   const uint64_t before = slot->switch_cost_ns.load(std::memory_order_relaxed);
-  raise(slot, switch_ns + memory_ns);
+  raise(slot, std::max(switch_ns + memory_ns, reallocation_ns));
   if (slot->switch_cost_ns.load(std::memory_order_relaxed) > before)
-    GSHARE_DEBUG("a switch to this job costs %.1f ms so far in its turn (%.1f ms to its first launch, %.1f ms in memory calls)",
-                 double(switch_ns + memory_ns) / 1e6, double(switch_ns) / 1e6, double(memory_ns) / 1e6);
+    GSHARE_DEBUG("a switch to this job costs %.1f ms so far in its turn (%.1f ms to its first launch, %.1f ms in "
+                 "memory calls; %.1f ms to allocate again what it would give back)",
+                 double(switch_ns + memory_ns) / 1e6, double(switch_ns) / 1e6, double(memory_ns) / 1e6,
+                 double(reallocation_ns) / 1e6);
   if (closing || mono_now_ns() - g_turn_began_ns.load(std::memory_order_relaxed) >= tunables::kMaxTurnNs)
     g_measuring_switch_cost.store(false, std::memory_order_relaxed);
 }
@@ -71,14 +73,14 @@ void note_give_back_before_switch(shm::Slot* slot, uint64_t ns) {
   if (slot) raise(slot, ns);
 }
 
-void publish_switch_cost() { publish(false); }
+void publish_switch_cost(uint64_t reallocation_ns) { publish(false, reallocation_ns); }
 
-void end_turn_cost(shm::Slot* slot) {
-  if (slot == g_slot.load(std::memory_order_relaxed)) publish(true);
+void end_turn_cost(shm::Slot* slot, uint64_t reallocation_ns) {
+  if (slot == g_slot.load(std::memory_order_relaxed)) publish(true, reallocation_ns);
 }
 
-void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches) {
-  if (from_launches && iterations != g_iterations_seen) publish(false);
+void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches, uint64_t reallocation_ns) {
+  if (from_launches && iterations != g_iterations_seen) publish(false, reallocation_ns);
   g_iterations_seen = iterations;
 }
 

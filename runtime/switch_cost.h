@@ -25,8 +25,9 @@
 // it down (jobs that keep their memory across a switch, of different
 // lanes, measure next to nothing and keep the quantum). A job that empties
 // its cache before handing over will allocate as much again when its turn
-// comes back: the emptying's time counts as the cost of a switch to it at
-// once. A measure closes once its turn has lasted tunables::kMaxTurnNs:
+// comes back: the emptying's time, and what allocating those bytes again
+// takes at the driver's rate (allocator/allocation_rate.h), count as the
+// cost of a switch to it at once, a turn before it is paid. A measure closes once its turn has lasted tunables::kMaxTurnNs:
 // no turn grows longer.
 #pragma once
 
@@ -45,16 +46,21 @@ extern std::atomic<bool> g_measuring_switch_cost;
 // opens the turn's measure.
 void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
 // At an iteration boundary: publishes the open measure if it has grown.
-void publish_switch_cost();
+// `reallocation_ns`: what the job would take to allocate again what it
+// gives back at a switch (in a shared lane, all it holds beyond P), a
+// floor for the figure once its first turn is over: the switch that will
+// cost it has not happened yet.
+void publish_switch_cost(uint64_t reallocation_ns);
 // As the job hands its token over: publishes the turn's measure and closes it.
-void end_turn_cost(shm::Slot* slot);
+void end_turn_cost(shm::Slot* slot, uint64_t reallocation_ns);
 // From the upkeep thread, each tick, the iterations counted so far: for a
 // loop whose iterations come from its launches (`from_launches`: it never
 // syncs), each move of their count is a boundary.
-void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches);
+void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches, uint64_t reallocation_ns);
 // A fork()ed child measures nothing of its parent's switch.
 void forget_switch_cost_after_fork();
-// Its cache emptied before a hand-over, in `ns`.
+// Its cache emptied before a hand-over, in `ns`, and allocated again in
+// its next turn.
 void note_give_back_before_switch(shm::Slot* slot, uint64_t ns);
 void add_memory_call_ns(uint64_t ns);
 
