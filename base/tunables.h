@@ -117,12 +117,15 @@ inline constexpr uint64_t kProbeNs = 500'000'000;
 // A turn lasts at least this many times what a switch to its job costs
 // (rules::Job::switch_cost_ns): jobs of one lane hand their ephemeral
 // memory over at a switch, and a turn of one short iteration would spend
-// most of the GPU's time on that. 20 keeps switching under 5%...
-inline constexpr uint64_t kTurnPerSwitchCost = 20;
+// most of the GPU's time on that. 40 keeps switching under 2.5%: less than
+// what sharing gains over running the jobs one after another (a job's
+// exit overlapping the next one's work, about 1 s a job), so the
+// time-sliced policies do not lose to fifo where the jobs must take turns...
+inline constexpr uint64_t kTurnPerSwitchCost = 40;
 // ...but a turn grows to no more than this: beyond it the others wait too
-// long for their share. A switch that re-allocates a large GPU's memory
-// (78 GB on an H200: 240 ms) still costs under 5% of a turn this long.
-inline constexpr uint64_t kMaxTurnNs = 5'000'000'000;
+// long for their share. A switch that frees and allocates again a large
+// GPU's memory (78 GB on an H200: 300 ms) costs 3% of a turn this long.
+inline constexpr uint64_t kMaxTurnNs = 10'000'000'000;
 
 // --- The upkeep thread (runtime/upkeep.cpp) ---
 // Dead processes' slots are reclaimed every tick, so their bytes return

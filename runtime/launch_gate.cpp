@@ -109,7 +109,7 @@ void hand_over(shm::Arbiter& arbiter, shm::Slot* slot) {
 // Whether the holder, asked to yield where it could, still hands over: not
 // while the turn its switch cost so far gives it lasts.
 bool yield_stands(shm::Arbiter& arbiter) {
-  publish_switch_cost(reallocation_after_switch_ns());
+  publish_switch_cost_mid_iteration(reallocation_after_switch_ns());
   return !keep_turn_if_longer(arbiter);
 }
 

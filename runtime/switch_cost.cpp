@@ -10,13 +10,14 @@ namespace gshare::runtime {
 std::atomic<bool> g_measuring_switch_cost{false};
 
 namespace {
+// The turn under way, from its first launch (begin_switch_cost).
 std::atomic<shm::Slot*> g_slot{nullptr};
+std::atomic<uint64_t> g_turn_began_ns{0};
+// A job's first turn is published only at its hand-over (switch_cost.h).
+std::atomic<bool> g_first_turn{false};
+// The open measure: the switch's own cost, and the memory calls since.
 std::atomic<uint64_t> g_switch_ns{0};
 std::atomic<uint64_t> g_memory_ns{0};
-std::atomic<uint64_t> g_turn_began_ns{0};
-// The open measure is the job's first turn: published only at its
-// hand-over (switch_cost.h).
-std::atomic<bool> g_first_turn{false};
 uint64_t g_iterations_seen = 0;  // publish_switch_cost_if_iterated's, upkeep thread only
 
 // Raises the published figure to `cost`; no turn grows past kMaxTurnNs, nor
@@ -27,26 +28,33 @@ void raise(shm::Slot* slot, uint64_t cost) {
     slot->switch_cost_ns.store(cost, std::memory_order_relaxed);
 }
 
-// Publishes the open measure; `closing` (or a turn that has lasted
-// kMaxTurnNs) closes it.
-void publish(bool closing, uint64_t reallocation_ns) {
-  if (!g_measuring_switch_cost.load(std::memory_order_acquire)) return;
-  if (g_first_turn.load(std::memory_order_relaxed) && !closing &&
-      mono_now_ns() - g_turn_began_ns.load(std::memory_order_relaxed) < tunables::kMaxTurnNs)
-    return;
+enum class At { kBoundary, kHandOver, kLaunch };
+
+// Publishes what the turn's switch has cost so far, and what allocating
+// again what the job would give back would (`reallocation_ns`). The
+// measure closes at the turn's first boundary (its iteration's memory
+// calls are behind it: later ones are the job's own work, not the
+// switch's) or its hand-over; a first turn's at its hand-over, or once it
+// has lasted kMaxTurnNs.
+void publish(At at, uint64_t reallocation_ns) {
   shm::Slot* slot = g_slot.load(std::memory_order_relaxed);
   if (!slot) return;
-  const uint64_t switch_ns = g_switch_ns.load(std::memory_order_relaxed);
-  const uint64_t memory_ns = g_memory_ns.load(std::memory_order_relaxed);
+  const bool first = g_first_turn.load(std::memory_order_relaxed);
+  const bool long_ago = mono_now_ns() - g_turn_began_ns.load(std::memory_order_relaxed) >= tunables::kMaxTurnNs;
+  if (first && at != At::kHandOver && !long_ago) return;
   const uint64_t before = slot->switch_cost_ns.load(std::memory_order_relaxed);
-  raise(slot, std::max(switch_ns + memory_ns, reallocation_ns));
+  uint64_t measured = 0;
+  if (g_measuring_switch_cost.load(std::memory_order_acquire)) {
+    measured = g_switch_ns.load(std::memory_order_relaxed) + g_memory_ns.load(std::memory_order_relaxed);
+    if (at != At::kLaunch || long_ago) g_measuring_switch_cost.store(false, std::memory_order_relaxed);
+  }
+  raise(slot, std::max(measured, reallocation_ns));
+  if (first) g_first_turn.store(false, std::memory_order_relaxed);
   if (slot->switch_cost_ns.load(std::memory_order_relaxed) > before)
-    GSHARE_DEBUG("a switch to this job costs %.1f ms so far in its turn (%.1f ms to its first launch, %.1f ms in "
-                 "memory calls; %.1f ms to allocate again what it would give back)",
-                 double(switch_ns + memory_ns) / 1e6, double(switch_ns) / 1e6, double(memory_ns) / 1e6,
+    GSHARE_DEBUG("a switch to this job costs %.1f ms: %.1f ms measured in its turn, %.1f ms to allocate again what "
+                 "it would give back",
+                 double(slot->switch_cost_ns.load(std::memory_order_relaxed)) / 1e6, double(measured) / 1e6,
                  double(reallocation_ns) / 1e6);
-  if (closing || mono_now_ns() - g_turn_began_ns.load(std::memory_order_relaxed) >= tunables::kMaxTurnNs)
-    g_measuring_switch_cost.store(false, std::memory_order_relaxed);
 }
 }  // namespace
 
@@ -73,14 +81,16 @@ void note_give_back_before_switch(shm::Slot* slot, uint64_t ns) {
   if (slot) raise(slot, ns);
 }
 
-void publish_switch_cost(uint64_t reallocation_ns) { publish(false, reallocation_ns); }
+void publish_switch_cost(uint64_t reallocation_ns) { publish(At::kBoundary, reallocation_ns); }
+
+void publish_switch_cost_mid_iteration(uint64_t reallocation_ns) { publish(At::kLaunch, reallocation_ns); }
 
 void end_turn_cost(shm::Slot* slot, uint64_t reallocation_ns) {
-  if (slot == g_slot.load(std::memory_order_relaxed)) publish(true, reallocation_ns);
+  if (slot == g_slot.load(std::memory_order_relaxed)) publish(At::kHandOver, reallocation_ns);
 }
 
 void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches, uint64_t reallocation_ns) {
-  if (from_launches && iterations != g_iterations_seen) publish(false, reallocation_ns);
+  if (from_launches && iterations != g_iterations_seen) publish(At::kBoundary, reallocation_ns);
   g_iterations_seen = iterations;
 }
 

@@ -6,29 +6,35 @@
 // allocates its iteration's memory anew, or waits for it. With iterations
 // of tens of milliseconds that can cost as much as an iteration, and turns
 // of one iteration each would spend half the GPU on switching. The cost of
-// a turn's switch is
-//   the switch's own (the grant, or the last holder's give-back, to this
-//   job's first launch: Slot::last_switch_ns; none for a job's first turn)
-// + the time this job spends in its memory calls (the driver's, and waits
-//   for memory) in the turn so far.
-// It is published in Slot::switch_cost_ns at every iteration boundary of
-// the turn and at its hand-over, each time it has grown: a turn's first
-// boundary may come before its iteration has allocated all it will (a
-// model's set-up syncs; a sync mid-way through the first iteration), and
-// the turn lengthens as the figure grows (scheduler::keep_turn_if_longer).
+// a turn's switch is the larger of
+//   what it measured: the switch's own (the grant, or the last holder's
+//   give-back, to this job's first launch: Slot::last_switch_ns; none for
+//   a job's first turn) and the time this job then spends in its memory
+//   calls (the driver's, and waits for memory) until its next iteration
+//   boundary;
+//   and what the next switch will cost it: in a shared lane it gives back
+//   all it holds beyond P before a lane-mate runs, and allocates it again
+//   in its next turn, at the driver's rate as this job has measured it
+//   (allocator/allocation_rate.h). Known at every boundary, a turn before
+//   it is paid: a turn's first boundary may come before its iteration has
+//   allocated all it will (a model's set-up syncs, a sync mid-way through
+//   a first step), and a later one completes the figure.
+// It is published in Slot::switch_cost_ns at the turn's boundaries and
+// wherever the job is about to hand over, each time it has grown, and the
+// turn lengthens with it (scheduler::keep_turn_if_longer). At the start of
+// each turn the figure drops by a quarter: a costly switch counts at once,
+// and cheap ones wear it down (jobs that keep their memory across a
+// switch, of different lanes, measure next to nothing and keep the
+// quantum). A job that empties its cache before handing over will allocate
+// as much again when its turn comes back: the emptying's time, and what
+// allocating those bytes again takes, count as the cost of a switch to it
+// at once.
+//
 // A job's first turn is published only at its hand-over (or once it has
-// lasted kMaxTurnNs): it stays as short as the quantum, so that every job
-// reaches its model's set-up early and is admitted its weights while no
-// job holds an iteration's memory; its set-up's allocations count, a first
-// guess that later switches wear down. At the start of each turn the figure
-// drops by a quarter: a costly switch counts at once, and cheap ones wear
-// it down (jobs that keep their memory across a switch, of different
-// lanes, measure next to nothing and keep the quantum). A job that empties
-// its cache before handing over will allocate as much again when its turn
-// comes back: the emptying's time, and what allocating those bytes again
-// takes at the driver's rate (allocator/allocation_rate.h), count as the
-// cost of a switch to it at once, a turn before it is paid. A measure closes once its turn has lasted tunables::kMaxTurnNs:
-// no turn grows longer.
+// lasted tunables::kMaxTurnNs): it stays as short as the quantum, so that
+// every job reaches its model's set-up early and is admitted its weights
+// while no job holds an iteration's memory; its set-up's allocations count,
+// a first guess that later switches wear down.
 #pragma once
 
 #include <atomic>
@@ -45,12 +51,14 @@ extern std::atomic<bool> g_measuring_switch_cost;
 // At the first launch of a turn, with what note_first_launch recorded:
 // opens the turn's measure.
 void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
-// At an iteration boundary: publishes the open measure if it has grown.
-// `reallocation_ns`: what the job would take to allocate again what it
-// gives back at a switch (in a shared lane, all it holds beyond P), a
-// floor for the figure once its first turn is over: the switch that will
-// cost it has not happened yet.
+// At an iteration boundary: publishes the figure if it has grown, and
+// closes the turn's measure. `reallocation_ns`: what the job would take to
+// allocate again what it gives back at a switch (in a shared lane, all it
+// holds beyond P).
 void publish_switch_cost(uint64_t reallocation_ns);
+// The same where the holder may hand over mid-iteration (its slice past
+// its limit): the measure stays open.
+void publish_switch_cost_mid_iteration(uint64_t reallocation_ns);
 // As the job hands its token over: publishes the turn's measure and closes it.
 void end_turn_cost(shm::Slot* slot, uint64_t reallocation_ns);
 // From the upkeep thread, each tick, the iterations counted so far: for a

@@ -52,7 +52,7 @@ struct ProcessSnapshot {
   uint64_t switch_ns = 0;          // in all
   uint64_t last_switch_ns = 0;     // the latest one's; 0 before the first
   // What a switch to it costs, memory handed over included, over recent switches
-  // (runtime/switch_cost.h): its turns last 20 times that, up to 2 s.
+  // (runtime/switch_cost.h): its turns last 40 times that, up to 10 s.
   uint64_t switch_cost_ns = 0;
   uint64_t waiting_ns = 0;         // time spent waiting for the token, the current wait included
   double share_10s = 0;            // 0..1: of the last 10 s, the share it held the token

@@ -68,7 +68,7 @@
 //          "last_switch_ns": N|null,    the latest one's; null: no switch yet
 //          "switch_cost_ns": N,         a switch's cost with the memory handed over
 //                                       (recent switches; 0: none measured); turns last
-//                                       20 times that, up to 2 s
+//                                       40 times that, up to 10 s
 //          "weight": N, "priority": N,  GSHARE_WEIGHT, GSHARE_PRIORITY
 //          "handover": "overlap"|"strict"|"unknown",  GSHARE_HANDOVER
 //          "expected_seconds": X|null,  GSHARE_EXPECTED_SECONDS; null: not given

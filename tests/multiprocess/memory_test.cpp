@@ -685,8 +685,8 @@ TEST_CASE("jobs that hand a lane's memory over at every switch take turns of man
           "where switches cost nothing, turns stay short", "[turns]") {
   // Emptying a cache of 5 GiB costs 100 ms here, as freeing and allocating
   // again tens of GiB does on a GPU: a turn of one 60 ms iteration would
-  // spend more than half the time switching. Turns of twenty times a
-  // switch's cost (2 s here) make about two turns a job. (srtf,
+  // spend more than half the time switching. Turns of forty times a
+  // switch's cost (4 s here) make one or two turns a job. (srtf,
   // knowing neither job's length, lets the holder keep the GPU; and a
   // job's first switch, with its set-up, is not measured.)
   for (const std::string policy : {"fair", "srtf", "priority", "pack"}) {
@@ -720,7 +720,7 @@ TEST_CASE("a turn lasts what its switch's cost says from the moment its iteratio
   // that takes 240 ms to allocate one job's E, as an H200's maps 78 GB.
   // Each step takes its E in 8 pieces with a launch after each; the set-up
   // syncs before the weights exist; a cache takes 50 ms to empty. A switch
-  // to a job costs about 300 ms, so its turns last the most, 5 s: longer
+  // to a job costs about 300 ms, so its turns last the most, 10 s: longer
   // than a job's 24 steps (4.3 s). The ask to yield comes at the quantum's
   // end, long before the first step after a switch has allocated its E and
   // measured that; it must not stand. So after the first turns (each job's

@@ -241,7 +241,7 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
                           {"GSHARE_POLICY", "fair"}});
   auto jobs = started_jobs(gpu, 3, env);
   // 240 steps of 20 ms: several turns each, however long a switch makes
-  // them (up to 20 times its cost), so the ring goes round.
+  // them (up to 40 times its cost), so the ring goes round.
   for (auto& job : jobs) job->post("pagetrain 240 100M 4 2 10000 0");
   std::string logs;
   for (auto& job : jobs) {

@@ -348,23 +348,23 @@ TEST_CASE("srtf and priority slices are one quantum, whatever the weight") {
   CHECK(slice_length(Policy::kSrtf, job, 3 * kMs) == 3 * kMs);
 }
 
-TEST_CASE("a turn lasts twenty times what a switch to its job costs, up to 5 s, under every policy but fifo") {
+TEST_CASE("a turn lasts forty times what a switch to its job costs, up to 10 s, under every policy but fifo") {
   Job job = active_job(0, 0);
   for (Policy policy : {Policy::kFair, Policy::kSrtf, Policy::kPriority, Policy::kPack}) {
     INFO(policy_name(policy));
     job.weight = 1;
     job.switch_cost_ns = 1 * kMs;  // cheap: the quantum stays
     CHECK(slice_length(policy, job, kQuantum) == kQuantum);
-    job.switch_cost_ns = 30 * kMs;  // memory handed over: 600 ms turns
-    CHECK(slice_length(policy, job, kQuantum) == 600 * kMs);
-    job.switch_cost_ns = 240 * kMs;  // 78 GB allocated again on an H200: 4.8 s turns
-    CHECK(slice_length(policy, job, kQuantum) == 4800 * kMs);
+    job.switch_cost_ns = 30 * kMs;  // memory handed over: 1.2 s turns
+    CHECK(slice_length(policy, job, kQuantum) == 1200 * kMs);
+    job.switch_cost_ns = 240 * kMs;  // 78 GB allocated again on an H200: 9.6 s turns
+    CHECK(slice_length(policy, job, kQuantum) == 9600 * kMs);
     job.switch_cost_ns = 400 * kMs;  // capped
-    CHECK(slice_length(policy, job, kQuantum) == 5000 * kMs);
+    CHECK(slice_length(policy, job, kQuantum) == 10000 * kMs);
     job.switch_cost_ns = UINT64_MAX;  // a figure from a corrupt region: no overflow
-    CHECK(slice_length(policy, job, kQuantum) == 5000 * kMs);
+    CHECK(slice_length(policy, job, kQuantum) == 10000 * kMs);
     job.switch_cost_ns = 400 * kMs;
-    CHECK(slice_length(policy, job, 6000 * kMs) == 6000 * kMs);  // a longer quantum wins
+    CHECK(slice_length(policy, job, 12000 * kMs) == 12000 * kMs);  // a longer quantum wins
   }
   job.switch_cost_ns = 30 * kMs;
   CHECK(slice_length(Policy::kFifo, job, kQuantum) == kForever);
