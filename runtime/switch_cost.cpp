@@ -43,10 +43,14 @@ void publish(At at, uint64_t reallocation_ns) {
   const bool long_ago = mono_now_ns() - g_turn_began_ns.load(std::memory_order_relaxed) >= tunables::kMaxTurnNs;
   if (first && at != At::kHandOver && !long_ago) return;
   const uint64_t before = slot->switch_cost_ns.load(std::memory_order_relaxed);
+  // Mid-iteration the measure stays open and unpublished: what the job
+  // waited for so far (memory a lane-mate or a page-out is to free) is not
+  // yet a switch's whole cost, and only its iteration's memory, which it
+  // will allocate again, is certain.
   uint64_t measured = 0;
-  if (g_measuring_switch_cost.load(std::memory_order_acquire)) {
+  if ((at != At::kLaunch || long_ago) && g_measuring_switch_cost.load(std::memory_order_acquire)) {
     measured = g_switch_ns.load(std::memory_order_relaxed) + g_memory_ns.load(std::memory_order_relaxed);
-    if (at != At::kLaunch || long_ago) g_measuring_switch_cost.store(false, std::memory_order_relaxed);
+    g_measuring_switch_cost.store(false, std::memory_order_relaxed);
   }
   raise(slot, std::max(measured, reallocation_ns));
   if (first) g_first_turn.store(false, std::memory_order_relaxed);

@@ -57,7 +57,7 @@ void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record);
 // holds beyond P).
 void publish_switch_cost(uint64_t reallocation_ns);
 // The same where the holder may hand over mid-iteration (its slice past
-// its limit): the measure stays open.
+// its limit): only `reallocation_ns` counts, and the measure stays open.
 void publish_switch_cost_mid_iteration(uint64_t reallocation_ns);
 // As the job hands its token over: publishes the turn's measure and closes it.
 void end_turn_cost(shm::Slot* slot, uint64_t reallocation_ns);

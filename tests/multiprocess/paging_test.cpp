@@ -78,19 +78,19 @@ TEST_CASE("jobs whose memory is twice the GPU all finish, every byte intact", "[
 TEST_CASE("a job paged out mid-iteration resumes with its step's memory intact", "[paging]") {
   // Two jobs of 100 MiB kept in 2 allocations and a step of 96 MiB in 3
   // pieces, each piece computed on (2 kernels of 20 ms) and synced before
-  // the next: ΣP + max E exceeds 256 MiB, and a step (120 ms and more)
-  // outlasts a slice and its limit (20 + 20 ms), so a job is cut, and
-  // paged out, with pieces of its step live. Each checks them at the
-  // step's end.
+  // the next: ΣP + max E exceeds 256 MiB. B, of higher priority, comes
+  // while A is in its steps and takes the GPU at once, mid-step; making
+  // room, it pages A out with pieces of A's step live. Each checks them
+  // at the step's end.
   TestGpu gpu(256 * kMiB);
-  const Env env = paging({{"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SLICE_MAX_MS", "20"}});
-  Client a(gpu, env);
-  Client b(gpu, env);
+  Client a(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "0"}}));
+  Client b(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "10"}}));
   REQUIRE(a.send("init") == "init ok");
   REQUIRE(b.send("init") == "init ok");
-  a.post("pagetrain 10 100M 2 2 20000 0 96M 3");
+  a.post("pagetrain 20 100M 2 2 20000 0 96M 3");
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
   b.post("pagetrain 10 100M 2 2 20000 0 96M 3");
-  CHECK(starts_with(a.reply(120), "pagetrain ok 10 "));
+  CHECK(starts_with(a.reply(120), "pagetrain ok 20 "));
   CHECK(starts_with(b.reply(120), "pagetrain ok 10 "));
   // A page-out of more than the 2 kept allocations took step pieces along.
   bool mid_step = false;
@@ -142,18 +142,19 @@ TEST_CASE("under the prefetch policy the next job's memory comes back while anot
   // memory comes back, room made by paging out the job that ran before:
   // its turn starts with its memory there, at least for some turns. With
   // GSHARE_PREFETCH=off each job pages in only in its turn. Copies run at
-  // 4000 MB/s (20 ms each way).
+  // 4000 MB/s (20 ms each way); a job's 5 s of steps outlast a few turns of
+  // 40 times a switch's cost.
   for (const char* prefetch : {"on", "off"}) {
     INFO("GSHARE_PREFETCH=" << prefetch);
     TestGpu gpu(256 * kMiB);
     auto jobs = started_jobs(gpu, 4, paging({{"GSHARE_PREFETCH", prefetch}, {"FAKE_CUDA_COPY_MBPS", "4000"},
                                              {"GSHARE_QUANTUM_MS", "100"}}));
-    for (auto& job : jobs) job->post("pagetrain 50 80M 2 2 20000 0");
+    for (auto& job : jobs) job->post("pagetrain 125 80M 2 2 20000 0");
     uint64_t prefetches = 0, page_ins = 0;
     for (auto& job : jobs) {
       std::string reply = job->reply(180);
       INFO(gpu.state());
-      CHECK(starts_with(reply, "pagetrain ok 50 "));
+      CHECK(starts_with(reply, "pagetrain ok 125 "));
     }
     for (auto& job : jobs) {
       nlohmann::json p = gpu.top_process(job->pid());
