@@ -242,6 +242,18 @@ void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
   }
 }
 
+// A turn is as long as the holder's switch cost says now (`turn`), not
+// only at its grant: a cost measured in this very turn (its memory
+// allocated anew) lengthens a slice that has not yet run that long.
+// Returns whether it did. A slice without end stays so.
+bool lengthen_slice_locked(shm::Token& token, uint64_t turn, uint64_t now) {
+  if (turn == rules::kForever || token.slice_end_mono_ns == UINT64_MAX) return false;
+  const uint64_t end = token.slice_start_mono_ns + turn;
+  if (end <= now || end <= token.slice_end_mono_ns) return false;
+  token.slice_end_mono_ns = end;
+  return true;
+}
+
 // The holder's gate: open; bounded under priority while a higher job
 // exists; and, while the switch that made it the holder waits for its
 // first launch, marked so that launch takes the slow path and is measured.
@@ -328,13 +340,8 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   }
   Slot& s = r.slots[holder];
   uint32_t gate = s.gate.load(std::memory_order_relaxed);
-  // A turn is as long as the holder's switch cost says now: a cost first
-  // measured in this very turn (its memory allocated anew) lengthens it at
-  // once, not only from its next grant.
-  const uint64_t turn = slice_length(policy, t.jobs[current], s.quantum_ns);
-  if (now >= token.slice_end_mono_ns && turn != rules::kForever && token.slice_end_mono_ns != UINT64_MAX &&
-      token.slice_start_mono_ns + turn > now)
-    token.slice_end_mono_ns = token.slice_start_mono_ns + turn;
+  if (now >= token.slice_end_mono_ns)
+    lengthen_slice_locked(token, slice_length(policy, t.jobs[current], s.quantum_ns), now);
   if (now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
     best = pick_at_slice_end_locked(arbiter, policy, t, current, s.quantum_ns);
     // A holder inside a sync that ends an iteration has all its work
@@ -609,12 +616,8 @@ bool keep_turn_if_longer(Arbiter& arbiter) {
     gather_locked(arbiter, k, t);
     const int current = t.index(own);
     if (current < 0) return;
-    shm::Token& token = r.header.tokens[k];
     const uint64_t turn = slice_length(region_policy(r.header), t.jobs[current], me.quantum_ns);
-    const uint64_t now = mono_now_ns();
-    if (turn == rules::kForever || token.slice_end_mono_ns == UINT64_MAX || token.slice_start_mono_ns + turn <= now)
-      return;
-    token.slice_end_mono_ns = token.slice_start_mono_ns + turn;
+    if (!lengthen_slice_locked(r.header.tokens[k], turn, mono_now_ns())) return;
     me.gate.store(gate & ~uint32_t(shm::kGateYield), std::memory_order_release);
     kept = true;
   });
