@@ -241,14 +241,14 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
   const Env env = paging({{"GSHARE_HOST_MEM_LIMIT", "250MiB"}, {"GSHARE_QUANTUM_MS", "50"},
                           {"GSHARE_POLICY", "fair"}});
   auto jobs = started_jobs(gpu, 3, env);
-  // 240 steps of 20 ms: several turns each, however long a switch makes
-  // them (up to 40 times its cost), so the ring goes round.
-  for (auto& job : jobs) job->post("pagetrain 240 100M 4 2 10000 0");
+  // 600 steps of 20 ms (12 s): several turns each, however long a switch
+  // makes them (40 times its cost, up to 10 s), so the ring goes round.
+  for (auto& job : jobs) job->post("pagetrain 600 100M 4 2 10000 0");
   std::string logs;
   for (auto& job : jobs) {
-    std::string reply = job->reply(120);
+    std::string reply = job->reply(180);
     INFO(gpu.state());
-    CHECK(starts_with(reply, "pagetrain ok 240 "));
+    CHECK(starts_with(reply, "pagetrain ok 600 "));
     logs += job->stderr_text();
   }
   INFO(logs);
