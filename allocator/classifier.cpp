@@ -153,9 +153,11 @@ void note_iterations(uint64_t raw) {
   uint32_t promoted_sites[64];
   int site_count = 0;
   const uint64_t emptied_at = g_cache_emptied_at.load(std::memory_order_relaxed);
+  // By age, unless the framework's figures give P: then the ledger is not
+  // read at all.
   const bool by_age = !g_counted.load(std::memory_order_relaxed);
-  ledger().for_each([&](Allocation& a) {
-    if (!by_age || a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > releases) return;
+  if (by_age) ledger().for_each([&](Allocation& a) {
+    if (a.persistent || !classifiable(a) || uint64_t(a.birth_iteration) + 2 > releases) return;
     if (uint64_t(a.birth_iteration) >= emptied_at) return;  // a framework's cache
     a.persistent = 1;
     if (a.device >= 0 && a.device < kMaxDevices) promoted[a.device] += a.bytes;

@@ -92,7 +92,10 @@ class Ledger {
 
  private:
   static constexpr int kMaxDevices = 64;
-  static constexpr size_t kInitialCapacity = 4096;
+  // Small: promotion by age reads every cell at each release point
+  // (allocator/classifier.cpp), so a job with few allocations reads few.
+  // The table doubles as it fills.
+  static constexpr size_t kInitialCapacity = 256;
 
   size_t home(AllocationKind space, uint64_t key) const;
   long index_of(AllocationKind space, uint64_t key) const;
