@@ -91,6 +91,7 @@ void note_in_flight(CUstream stream) {
 // in use or cached) goes back before a lane-mate runs, and comes again in
 // its next turn, at the driver's rate (allocator/allocation_rate.h).
 uint64_t reallocation_after_switch_ns() {
+  if (!switch_cost_tracked()) return 0;  // nothing to publish it to
   uint64_t bytes = 0;
   allocator::for_each_attached_device([&](allocator::Device& device) {
     const shm::Slot* slot = device.account.slot();

@@ -98,6 +98,8 @@ void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches, ui
   g_iterations_seen = iterations;
 }
 
+bool switch_cost_tracked() { return g_slot.load(std::memory_order_relaxed) != nullptr; }
+
 void forget_switch_cost_after_fork() {
   g_measuring_switch_cost.store(false);
   g_first_turn.store(false);

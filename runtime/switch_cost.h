@@ -65,6 +65,9 @@ void end_turn_cost(shm::Slot* slot, uint64_t reallocation_ns);
 // loop whose iterations come from its launches (`from_launches`: it never
 // syncs), each move of their count is a boundary.
 void publish_switch_cost_if_iterated(uint64_t iterations, bool from_launches, uint64_t reallocation_ns);
+// Whether a switch has made this job the holder yet: before, it has no
+// figure to publish (a job alone never has).
+bool switch_cost_tracked();
 // A fork()ed child measures nothing of its parent's switch.
 void forget_switch_cost_after_fork();
 // Its cache emptied before a hand-over, in `ns`, and allocated again in

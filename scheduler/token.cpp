@@ -640,10 +640,12 @@ static void step_aside_locked(Arbiter& arbiter, int k, JobTable& t, int current,
 }
 
 void lend_while_idle(Arbiter& arbiter) {
-  JobTable t;
   Region& r = *arbiter.region();
   int own = arbiter.own_slot();
+  // At every host sync of the holder: under any other policy, nothing more
+  // (a job table is kilobytes to set up).
   if (region_policy(r.header) != Policy::kPriority) return;
+  JobTable t;
   arbiter.update([&] {
     if (holder_slot_locked(arbiter, 0) != own || arbiter.holds_unsettled_memory(own)) return;
     uint64_t now = mono_now_ns();
