@@ -301,15 +301,18 @@ def mixes(args):
             scratch = ["--scratch-gib", f"{scratch_gib:.2f}"]
         specs = [["--seed", str(s), "--steps", str(args.steps), "--batch", str(batch),
                   "--bank-gib", f"{bank_gib:.2f}", *scratch] for s in range(1, count + 1)]
-        alone = []
-        for i, spec in enumerate(specs):
-            [r], _, _ = run_jobs(f"mix{count}-alone{i}", [spec], args, gshare=False)
-            alone.append(r)
-        sequential = sum(r["seconds"] for r in alone)
-        sequential_work = sum(r["last_step_seconds"] or r["seconds"] for r in alone)
+        def one_after_another(run):
+            alone = []
+            for i, spec in enumerate(specs):
+                [r], _, _ = run_jobs(f"mix{count}-alone{i}-{run}", [spec], args, gshare=False)
+                alone.append(r)
+            return (alone, sum(r["seconds"] for r in alone),
+                    sum(r["last_step_seconds"] or r["seconds"] for r in alone))
+        alone, sequential, sequential_work = one_after_another(0)
         mix = {"jobs": count, "peak_share": peak, "batch": batch, "scratch_args": scratch,
                "sequential_seconds": round(sequential, 3),
                "sequential_work_seconds": round(sequential_work, 3),
+               "sequential_seconds_by_round": [round(sequential, 3)],
                "alone_exit_seconds": [round(r["seconds"] - (r["last_step_seconds"] or r["seconds"]), 3)
                                       for r in alone],
                "alone_step_ms": [round(1000 * r["seconds"] / max(1, len(r["losses"])), 1) for r in alone],
@@ -318,6 +321,13 @@ def mixes(args):
         # Runs alternate between the policies, so that a drift of the GPU
         # (clocks, heat) spreads over all of them.
         for run in range(args.runs):
+            if run > 0 and not args.one_baseline:
+                # One after another again before each round: a ratio is
+                # taken against the baseline next to it, so that the
+                # baseline's own run-to-run noise spreads over the rounds
+                # instead of moving every ratio of the invocation.
+                _, sequential, sequential_work = one_after_another(run)
+                mix["sequential_seconds_by_round"].append(round(sequential, 3))
             for policy in policies:
                 shared, samples, _ = run_jobs(f"mix{count}-{policy}-{run}", specs, args, gshare=True,
                                               extra_env={"GSHARE_POLICY": policy},
@@ -334,6 +344,7 @@ def mixes(args):
                     "policy": policy, "run": run, "finished": finished,
                     "losses_identical": all(shared[i]["losses"] == alone[i]["losses"] for i in range(count)),
                     "seconds": round(seconds, 3),
+                    "sequential_seconds": round(sequential, 3),
                     "throughput_vs_sequential": round(sequential / seconds, 4) if seconds else None,
                     # The same by the jobs' last steps, process exits left out.
                     "work_seconds": round(work, 3),
@@ -474,6 +485,8 @@ def main():
     ap.add_argument("--runs", type=int, default=5, help="mixes: runs per mix and policy")
     ap.add_argument("--policies", nargs="*", default=None, help="mixes: a subset of " + " ".join(POLICIES))
     ap.add_argument("--jobs", nargs="*", type=int, default=None, help="mixes: only mixes of these job counts")
+    ap.add_argument("--one-baseline", action="store_true",
+                    help="mixes: run the jobs one after another only once, not before every round")
     ap.add_argument("--mix-timeout", type=float, default=120, help="mixes: seconds a run may take")
     ap.add_argument("--short-steps", action="store_true",
                     help="mixes: each job's peak mostly from a per-step scratch buffer beside a small "
