@@ -57,8 +57,10 @@ using tunables::kBurstNs;
 
 std::atomic<bool> g_outstanding{false};
 std::atomic<uint64_t> g_next_ns{0};
+std::atomic<uint64_t> g_next_alone_ns{0};  // the next question while alone (kAloneQuestionIntervalNs)
 void* g_counts_function = nullptr;  // a new reference, kept; main thread only
 uint64_t g_answers = 0;              // main thread only
+uint64_t g_answered = 0;             // answers with figures; main thread only
 
 void* counts_function(const PythonApi& py) {
   if (!g_counts_function) g_counts_function = python_function(py, kCountsModule, "_gshare_counts", "counts");
@@ -127,15 +129,31 @@ int answer_on_main_thread(void*) {
   uint64_t base = g_next_ns.load(std::memory_order_relaxed);
   if (base + kBurstNs < end) base = end - kBurstNs;
   g_next_ns.store(base + wait, std::memory_order_relaxed);
+  // Alone or not, a job is asked at the rate above until its answers have
+  // filled P's window once (allocator/in_use_window.h): its figures are
+  // right from the start, also in gshare-top.
+  if (answered > 0 && ++g_answered > uint64_t(tunables::kInUseWindow))
+    g_next_alone_ns.store(end + tunables::kAloneQuestionIntervalNs, std::memory_order_relaxed);
   g_outstanding.store(false, std::memory_order_release);
   return 0;
+}
+
+// No other job on any of this process's GPUs (or no region to share).
+bool alone_on_its_gpus() {
+  bool alone = true;
+  for_each_attached_device([&](Device& d) {
+    if (d.account.slot() && !d.account.arbiter().alone()) alone = false;
+  });
+  return alone;
 }
 
 }  // namespace
 
 void ask_framework_counts() {
   if (g_outstanding.load(std::memory_order_relaxed)) return;
-  if (mono_now_ns() < g_next_ns.load(std::memory_order_relaxed)) return;
+  const uint64_t now = mono_now_ns();
+  if (now < g_next_ns.load(std::memory_order_relaxed)) return;
+  if (now < g_next_alone_ns.load(std::memory_order_relaxed) && alone_on_its_gpus()) return;
   if (!python_running()) return;
   if (g_outstanding.exchange(true, std::memory_order_acquire)) return;
   if (!run_on_python_main_thread(answer_on_main_thread)) g_outstanding.store(false, std::memory_order_release);
@@ -146,6 +164,7 @@ void forget_framework_counts_after_fork() {
   // parent's and may never run here.
   g_outstanding.store(false);
   g_next_ns.store(0);
+  g_next_alone_ns.store(0);
 }
 
 }  // namespace gshare::allocator

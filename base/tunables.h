@@ -66,6 +66,13 @@ inline constexpr uint64_t kDutyDivisor = 100;
 inline constexpr uint64_t kQuietIntervalNs = 100'000'000;
 // How much unused asking time may be saved up for a burst of questions.
 inline constexpr uint64_t kBurstNs = 100'000'000;
+// A job alone on its GPUs, once kInUseWindow answers have classified it,
+// is asked at most this often: its figures serve sharing, and each
+// question lands on the program's critical path (an inference request's
+// latency), so a job alone pays for one question a second, not one a
+// request. A second job makes it asked at the rate above from its next
+// sync on.
+inline constexpr uint64_t kAloneQuestionIntervalNs = 1'000'000'000;
 
 // --- Iteration detection (scheduler/iterations.cpp) ---
 // A step may sync once, or once per piece of a forward pass (up to

@@ -69,6 +69,8 @@ class Arbiter {
   const char* path() const { return file_.path; }
   int own_slot() const { return own_slot_; }
   Slot* slot() const { return own_slot_ >= 0 ? &file_.region->slots[own_slot_] : nullptr; }
+  // No other live job on this GPU, read without the lock (a moment stale).
+  bool alone() const { return __atomic_load_n(&file_.region->header.live_slots, __ATOMIC_RELAXED) <= 1; }
 
   // Claims a free slot for this process and takes its liveness lock.
   // Returns false if the table is full even after reclaiming dead slots.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <thread>
 
+#include "base/tunables.h"
 #include "tests/multiprocess/harness.h"
 
 using namespace gshare::test;
@@ -543,6 +544,39 @@ TEST_CASE("under fifo the job running in a lane keeps its cache while its lane-m
     REQUIRE(sscanf(f.err.c_str() + at, "cache misses %u emptied %u", &misses, &emptied) == 2);
     CHECK(emptied <= 1);
     CHECK(misses <= 7 + 6 * emptied);
+  }
+}
+
+namespace {
+// The questions a caching job's CACHE_STATS line counts.
+unsigned questions_asked(const Finished& f) {
+  const size_t at = f.err.find(" questions ");
+  unsigned questions = 0;
+  if (at == std::string::npos || sscanf(f.err.c_str() + at, " questions %u", &questions) != 1) return UINT32_MAX;
+  return questions;
+}
+}  // namespace
+
+TEST_CASE("a job alone is asked for its framework's figures about once a second, not at every sync; "
+          "beside another job at the usual rate", "[questions]") {
+  // An inference server syncs once a request, and each question runs on
+  // its critical path. Alone, once its first answers have classified it,
+  // a job is asked at most once a second; beside another job (whose
+  // admission its P decides) at up to 1% of its time again.
+  const std::vector<std::string> loop{"1500", "64", "64", "1", "2000"};  // syncs every few ms
+  TestGpu gpu(8 * kGiB);
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<Finished> alone = run_caching_jobs(gpu, 1, loop, {{"CACHE_STATS", "1"}});
+  const double alone_s = seconds_since(started);
+  INFO(alone[0].err);
+  REQUIRE(alone[0].out == "done 1500\n");
+  // The first window of answers (64), then one a second.
+  CHECK(questions_asked(alone[0]) <= unsigned(gshare::tunables::kInUseWindow) + 2 + unsigned(alone_s));
+  std::vector<Finished> together = run_caching_jobs(gpu, 2, loop, {{"CACHE_STATS", "1"}});
+  for (const Finished& f : together) {
+    INFO(f.err);
+    REQUIRE(f.out == "done 1500\n");
+    CHECK(questions_asked(f) >= 3 * questions_asked(alone[0]));
   }
 }
 

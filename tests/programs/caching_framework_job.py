@@ -36,9 +36,10 @@ EXIT_SLOW_READY set it creates that file as the sleep begins. With
 EXIT_KEEP_MIB set, that much of its last iteration stays alive to the end
 (as a PyTorch segment that a small live tensor keeps from empty_cache()).
 With CACHE_STATS set, it ends by printing to stderr "cache misses M emptied
-K mid-iteration J": the takes that went to the driver, the empty_cache()
-calls that gave something back, and how many of those came while an
-iteration's blocks were alive.
+K mid-iteration J questions Q": the takes that went to the driver, the
+empty_cache() calls that gave something back, how many of those came while
+an iteration's blocks were alive, and how often gshare asked for its
+figures (memory_allocated()).
 """
 
 import ctypes
@@ -177,9 +178,18 @@ if os.environ.get("EXIT_SLOW_S"):
     slow_teardown = SlowTeardown(float(os.environ["EXIT_SLOW_S"]), os.environ.get("EXIT_SLOW_READY"))
 
 cache = Pool() if os.environ.get("FRAMEWORK_POOL") == "1" else Cache()
+questions = 0  # memory_allocated() calls: gshare's questions
+
+
+def memory_allocated(device=None):
+    global questions
+    questions += 1
+    return cache.allocated
+
+
 torch = types.ModuleType("torch")
 torch.cuda = types.SimpleNamespace(is_initialized=lambda: True, empty_cache=cache.empty,
-                                   memory_allocated=lambda device=None: cache.allocated,
+                                   memory_allocated=memory_allocated,
                                    memory_reserved=lambda device=None: cache.reserved)
 if os.environ.get("FRAMEWORK_SILENT") == "1":  # an allocator that cannot be asked
     del torch.cuda.memory_allocated, torch.cuda.memory_reserved
@@ -259,8 +269,8 @@ def main():
         kept = cache.take(int(os.environ["EXIT_KEEP_MIB"]) << 20)  # noqa: F841 (alive to the end)
     print(f"done {iterations}", flush=True)
     if os.environ.get("CACHE_STATS") and isinstance(cache, Cache):
-        print(f"cache misses {cache.misses} emptied {cache.emptied} mid-iteration {cache.emptied_mid}",
-              file=sys.stderr, flush=True)
+        print(f"cache misses {cache.misses} emptied {cache.emptied} mid-iteration {cache.emptied_mid} "
+              f"questions {questions}", file=sys.stderr, flush=True)
     linger_until = time.monotonic() + float(os.environ.get("LINGER_S", "0"))
     ready, release = os.environ.get("LINGER_READY"), os.environ.get("LINGER_RELEASE")
     if ready and time.monotonic() < linger_until:
