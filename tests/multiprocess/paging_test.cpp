@@ -205,10 +205,12 @@ TEST_CASE("a job killed in its page-out or its page-in leaves the others running
   for (const char* when : {"paging out", "paging in"}) {
     INFO("killed while " << when);
     // Two jobs of 168 MiB on 256 MiB take turns through host memory, whose
-    // copies take about 0.4 s each way here: long enough to be caught.
+    // copies take about 1.7 s each way here: long enough to be caught by a
+    // poll that a loaded machine slows (turns as long as such switches
+    // cost make only a page-in or two a job).
     TestGpu gpu(256 * kMiB);
-    Client a(gpu, paging({{"FAKE_CUDA_COPY_MBPS", "400"}}));
-    Client b(gpu, paging({{"FAKE_CUDA_COPY_MBPS", "400"}}));
+    Client a(gpu, paging({{"FAKE_CUDA_COPY_MBPS", "100"}}));
+    Client b(gpu, paging({{"FAKE_CUDA_COPY_MBPS", "100"}}));
     REQUIRE(a.send("init") == "init ok");
     REQUIRE(b.send("init") == "init ok");
     a.post("pagetrain 40 160M 5 2 10000 0");
