@@ -3,18 +3,24 @@ window) started together, natively (concurrently, no gshare) and under
 GSHARE_POLICY=fair, in the same run.
 
 Experiments per trial (native and gshare back to back, their order flipping
-every trial): 2 jobs, 4 jobs, and 2 jobs with GSHARE_WEIGHT 3 and 1 (its
-native reference is the native 2-job run of the same trial). Trial 1 also
-runs one job alone, natively, for the step time.
+every trial): 2, 4 and 8 jobs, 2 jobs with GSHARE_WEIGHT 3 and 1 (its
+native reference is the native 2-job run of the same trial), and many small
+jobs (SCHED_SMALL_JOBS, default 64, each `SCHED_SMALL_ARGS`: a narrow MLP
+of a few milliseconds a step). Trial 1 also runs one job alone, natively,
+for the step time.
 
 Per experiment, over the window in which all jobs ran: each job's steps/s,
-its share of the steps, Jain's index of steps/s / weight, the aggregate.
-Verdict (median over trials): Jain >= 0.99 and gshare aggregate / native
-aggregate (paired within a trial) >= 1.0. For 3:1 the shares should be
-75/25, which a weight-normalised Jain's index >= 0.99 checks.
+its share of the steps, Jain's index of steps/s / weight, the slowest job's
+rate over the fastest's, the aggregate. Verdict (median over trials): Jain
+>= 0.99 and gshare aggregate / native aggregate (paired within a trial) >=
+1.0; for the small jobs, slowest / fastest >= 0.9 as well. For 3:1 the
+shares should be 75/25, which a weight-normalised Jain's index >= 0.99
+checks.
 
 Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
-(default 2), SCHED_TRAIN_ARGS, SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
+(default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
+`--width 256 --depth 4 --batch 512`), SCHED_FAIR_CONFIGS (a subset of n2 n4
+n8 w31 small, default all), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 """
 
 import sys
@@ -27,35 +33,64 @@ CONFIGS = {
     "alone": {"weights": [1], "label": "1 job alone"},
     "n2": {"weights": [1, 1], "label": "2 identical jobs"},
     "n4": {"weights": [1, 1, 1, 1], "label": "4 identical jobs"},
+    "n8": {"weights": [1] * 8, "label": "8 identical jobs"},
     "w31": {"weights": [3, 1], "label": "2 jobs, GSHARE_WEIGHT 3:1", "native": "n2"},
+    "small": {"weights": None, "label": "small jobs", "small": True},
 }
-COMPARED = ("n2", "n4", "w31")
+COMPARED = ("n2", "n4", "n8", "w31", "small")
 JAIN_TARGET = 0.99
 AGGREGATE_TARGET = 1.0
+SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
+SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
+
+
+def weights_of(config):
+    weights = CONFIGS[config]["weights"]
+    return weights if weights is not None else [1] * common.env_int("SCHED_SMALL_JOBS", 64)
+
+
+def small_argv(ctx, window):
+    argv = ctx.train_argv(window)
+    return argv + (common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS)
 
 
 def run_config(ctx, config, mode, trial, window):
-    weights = CONFIGS[config]["weights"]
+    weights = weights_of(config)
+    small = CONFIGS[config].get("small", False)
     jobs = []
     weighted = mode == "gshare" and len(set(weights)) > 1
     for index, weight in enumerate(weights):
         job_vars = {"GSHARE_WEIGHT": str(weight)} if weighted else None
-        jobs.append((f"job{index}", ctx.train_argv(window), job_vars))
+        argv = small_argv(ctx, window) if small else ctx.train_argv(window)
+        jobs.append((f"job{index}", argv, job_vars))
+    # Many processes start their interpreters and contexts at once.
+    ready_timeout = 90.0 + 3.0 * len(weights) if len(weights) > 8 else 90.0
     record = ctx.run_barrier(f"{config}-{mode}-t{trial}", mode, jobs, window,
-                             gshare_vars={"GSHARE_POLICY": "fair"})
+                             gshare_vars={"GSHARE_POLICY": "fair"}, ready_timeout=ready_timeout)
     record.update(config=config, trial=trial)
     return common.require_metrics(record, metrics.train(record, weights if mode == "gshare" else None))
 
 
 def body(ctx, state):
     window = common.env_float("SCHED_WINDOW_S", 15.0)
-    trials = common.env_int("SCHED_TRIALS", 2)
+    trials = common.env_int("SCHED_TRIALS", 5)
+    chosen = common.env_words("SCHED_FAIR_CONFIGS") or list(COMPARED)
+    unknown = [c for c in chosen if c not in COMPARED]
+    if unknown:
+        raise SystemExit(f"SCHED_FAIR_CONFIGS: unknown {' '.join(unknown)}; known: {' '.join(COMPARED)}")
     state["config"] = {"window_s": window, "trials": trials, "policy": "fair",
-                       "train_args": common.env_words("SCHED_TRAIN_ARGS")}
+                       "train_args": common.env_words("SCHED_TRAIN_ARGS"),
+                       "small_jobs": len(weights_of("small")),
+                       "small_args": common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS,
+                       "configs": chosen}
     for trial in range(1, trials + 1):
         modes = ["native", "gshare"] if trial % 2 else ["gshare", "native"]
         groups = [[("alone", "native")]] if trial == 1 else []
-        groups += [[("n2", m) for m in modes], [("n4", m) for m in modes], [("w31", "gshare")]]
+        for config in chosen:
+            if config == "w31":
+                groups.append([("w31", "gshare")] + ([] if "n2" in chosen else [("n2", m) for m in modes]))
+            else:
+                groups.append([(config, m) for m in modes])
         for group in groups:
             if not ctx.fits(ctx.estimate(window, len(group))):
                 for config, mode in group:
@@ -81,8 +116,14 @@ def summarize(records):
     rows = []
     for config in COMPARED:
         spec = CONFIGS[config]
+        if not any(c == config for c, _, _ in found):
+            continue
         reference = spec.get("native", config)
-        total = sum(spec["weights"])
+        weights = weights_of(config) if spec["weights"] is None else spec["weights"]
+        gshare_weights = next((r.get("metrics", {}) or {}).get("weights") for (c, m, _), r in found.items()
+                              if c == config and m == "gshare" and r.get("metrics"))
+        weights = gshare_weights or weights
+        total = sum(weights)
         per_trial = []
         for trial in sorted({t for c, m, t in found if c == config and m == "gshare"}):
             gshare = metric(config, "gshare", trial)
@@ -96,6 +137,8 @@ def summarize(records):
                 "ratio": stats.ratio(gshare["aggregate_steps_per_s"],
                                      native["aggregate_steps_per_s"] if native else None),
                 "shares": gshare["shares"], "jain": gshare["jain"],
+                "slowest_over_fastest": gshare["slowest_over_fastest"],
+                "native_slowest_over_fastest": native["slowest_over_fastest"] if native else None,
                 "per_second_jain_min": gshare["per_second_jain_min"],
                 "native_shares": native["shares"] if native else None,
                 "native_jain": native["jain"] if native else None,
@@ -103,21 +146,30 @@ def summarize(records):
             })
         jain = stats.median([t["jain"] for t in per_trial])
         ratio = stats.median([t["ratio"] for t in per_trial])
+        spread = stats.median([t["slowest_over_fastest"] for t in per_trial])
         shares = None
-        if per_trial:
+        if per_trial and len(weights) <= 8:
             shares = [stats.median([t["shares"][j] for t in per_trial])
-                      for j in range(len(spec["weights"]))]
+                      for j in range(len(weights))]
+        met = {"jain": None if jain is None else jain >= JAIN_TARGET,
+               "aggregate_ratio": None if ratio is None else ratio >= AGGREGATE_TARGET}
+        targets = {"jain": f">= {JAIN_TARGET}", "aggregate_ratio": f">= {AGGREGATE_TARGET}"}
+        if spec.get("small"):
+            met["slowest_over_fastest"] = None if spread is None else spread >= SPREAD_TARGET
+            targets["slowest_over_fastest"] = f">= {SPREAD_TARGET}"
         rows.append({
-            "config": config, "label": spec["label"], "weights": spec["weights"],
-            "expected_shares": [w / total for w in spec["weights"]],
+            "config": config, "label": f"{len(weights)} {spec['label']}" if spec.get("small") else spec["label"],
+            "weights": weights,
+            "expected_shares": [w / total for w in weights],
+            "slowest_over_fastest": spread,
+            "slowest_over_fastest_min": min((t["slowest_over_fastest"] for t in per_trial
+                                             if t["slowest_over_fastest"] is not None), default=None),
             "trials": per_trial,
             "native_aggregate": stats.median([t["native_aggregate"] for t in per_trial]),
             "gshare_aggregate": stats.median([t["gshare_aggregate"] for t in per_trial]),
             "ratio": ratio, "shares": shares, "jain": jain,
             "jain_min": min((t["jain"] for t in per_trial if t["jain"] is not None), default=None),
-            "targets": {"jain": f">= {JAIN_TARGET}", "aggregate_ratio": f">= {AGGREGATE_TARGET}"},
-            "met": {"jain": None if jain is None else jain >= JAIN_TARGET,
-                    "aggregate_ratio": None if ratio is None else ratio >= AGGREGATE_TARGET},
+            "targets": targets, "met": met,
         })
     alone = [metric("alone", "native", t) for c, m, t in found if c == "alone"]
     alone = [a for a in alone if a]
@@ -151,28 +203,32 @@ def render(ctx, state, complete):
                   f"p50 {alone['step_ms_p50']:.2f} ms, p99 {alone['step_ms_p99']:.2f} ms, "
                   f"peak {alone['peak_allocated_mib']:.0f} MiB allocated by PyTorch.", ""]
     lines += ["| jobs | native aggregate steps/s | gshare aggregate steps/s | gshare / native "
-              "(≥ 1.0) | shares under gshare (expected) | Jain (≥ 0.99), min | met? |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+              "(≥ 1.0) | shares under gshare (expected) | Jain (≥ 0.99), min | slowest / fastest "
+              "(small jobs ≥ 0.9), min | met? |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         shares = "—" if row["shares"] is None else "/".join(
             f"{100 * s:.1f}" if s is not None else "—" for s in row["shares"])
-        expected = "/".join(f"{100 * s:.0f}" for s in row["expected_shares"])
-        met = [row["met"]["jain"], row["met"]["aggregate_ratio"]]
+        expected = "/".join(f"{100 * s:.0f}" for s in row["expected_shares"]) if row["shares"] else "—"
+        met = list(row["met"].values())
         verdict = "no data" if None in met else ("yes" if all(met) else "**no**")
         lines.append(f"| {row['label']} | {common.fmt(row['native_aggregate'], '.1f')} | "
                      f"{common.fmt(row['gshare_aggregate'], '.1f')} | {common.fmt(row['ratio'])} | "
                      f"{shares} % ({expected}) | {common.fmt(row['jain'], '.4f')}, "
-                     f"{common.fmt(row['jain_min'], '.4f')} | {verdict} |")
+                     f"{common.fmt(row['jain_min'], '.4f')} | {common.fmt(row['slowest_over_fastest'])}, "
+                     f"{common.fmt(row['slowest_over_fastest_min'])} | {verdict} |")
     lines += ["", "Per trial (gshare aggregate / native aggregate, Jain, lowest Jain of a single "
-              "second, step p99 under gshare):", ""]
+              "second, slowest / fastest under gshare and natively, step p99 under gshare):", ""]
     for row in rows:
         for t in row["trials"]:
             lines.append(f"- {row['label']}, trial {t['trial']}: {common.fmt(t['gshare_aggregate'], '.1f')}"
                          f" / {common.fmt(t['native_aggregate'], '.1f')} = {common.fmt(t['ratio'])}; "
                          f"Jain {common.fmt(t['jain'], '.4f')}, per second ≥ "
-                         f"{common.fmt(t['per_second_jain_min'], '.3f')}; step p99 "
+                         f"{common.fmt(t['per_second_jain_min'], '.3f')}; slowest / fastest "
+                         f"{common.fmt(t['slowest_over_fastest'])} (native "
+                         f"{common.fmt(t['native_slowest_over_fastest'])}); step p99 "
                          f"{common.fmt(t['step_ms_p99'], '.1f')} ms; native shares "
-                         + ("—" if not t["native_shares"] else
+                         + ("—" if not t["native_shares"] or len(t["native_shares"]) > 8 else
                             "/".join(f"{100 * s:.1f}" for s in t["native_shares"] if s is not None)))
     lines.append("")
     lines += common.failures_markdown(records)

@@ -50,6 +50,11 @@ def train(record, weights=None):
         "steps_per_s": rates, "aggregate_steps_per_s": sum(rates),
         "shares": stats.shares(steps),
         "jain": stats.jain([r / w for r, w in zip(rates, weights)]),
+        # The least-served job against the best-served, per unit of weight:
+        # one starved job hides in Jain's index of many.
+        "slowest_over_fastest": (min(r / w for r, w in zip(rates, weights)) /
+                                 max(r / w for r, w in zip(rates, weights)))
+        if max(rates) > 0 else None,
         "per_second_steps": per_second,
         "per_second_jain_min": min(per_second_jain) if per_second_jain else None,
         "step_ms": stats.distribution(latencies, 1e3),
@@ -73,7 +78,7 @@ def infer(result):
         return None
     requests = result["requests"]
     return {
-        "requests": len(requests), "planned": result.get("planned"),
+        "requests": len(requests), "planned": result.get("planned"), "window_s": result.get("window_s"),
         "truncated": result.get("truncated", False),
         "latency_ms": stats.distribution([done - issued for _, issued, done in requests], 1e3),
         "from_due_ms": stats.distribution([done - due for due, _, done in requests], 1e3),

@@ -124,7 +124,25 @@ class FairSummary(unittest.TestCase):
     def test_empty(self):
         rows, alone = fair.summarize([])
         self.assertIsNone(alone)
-        self.assertTrue(all(row["met"]["jain"] is None for row in rows))
+        self.assertEqual(rows, [])
+
+    def test_small_jobs_spread(self):
+        # Twelve small jobs: one at half the others' rate passes Jain's
+        # index of many (0.99) but not slowest / fastest (0.9).
+        records = []
+        for mode, slow in (("native", 0.010), ("gshare", 0.020)):
+            jobs = {f"job{i}": train_result(0.010, 20) for i in range(11)}
+            jobs["job11"] = train_result(slow, 10)
+            r = record(jobs, config="small", mode=mode, trial=1)
+            r["metrics"] = metrics.train(r)
+            records.append(r)
+        rows, _ = fair.summarize(records)
+        [row] = rows
+        self.assertEqual(row["label"], "12 small jobs")
+        self.assertAlmostEqual(row["slowest_over_fastest"], 0.5, places=2)
+        self.assertFalse(row["met"]["slowest_over_fastest"])
+        self.assertIsNone(row["shares"])  # too many to list
+        self.assertAlmostEqual(row["trials"][0]["native_slowest_over_fastest"], 1.0, places=2)
 
 
 class QuantumSummary(unittest.TestCase):
@@ -149,30 +167,47 @@ class QuantumSummary(unittest.TestCase):
 
 
 class PrioritySummary(unittest.TestCase):
-    def test_ratios(self):
-        def infer_metrics(p50, p99):
-            return {"latency_ms": {"p50": p50, "p99": p99, "max": p99},
-                    "from_due_ms": {"p99": p99}, "late_requests": 0, "requests": 1000}
-        records = [
+    @staticmethod
+    def infer_metrics(p50, p99):
+        return {"latency_ms": {"p50": p50, "p99": p99, "max": p99}, "window_s": 20.0,
+                "from_due_ms": {"p99": p99}, "late_requests": 0, "requests": 1000}
+
+    def records(self, alone_gshare):
+        m = self.infer_metrics
+        return [
             {"experiment": "infer-alone", "trial": 1, "ok": True,
-             "metrics": {"infer": infer_metrics(2.0, 3.0), "train_steps_per_s": None}},
+             "metrics": {"infer": m(2.0, 3.0), "train_steps_per_s": None}},
             {"experiment": "train-alone", "trial": 1, "ok": True,
              "metrics": {"infer": None, "train_steps_per_s": 100.0}},
             {"experiment": "co-native", "trial": 1, "ok": True,
-             "metrics": {"infer": infer_metrics(4.0, 9.0), "train_steps_per_s": 90.0}},
+             "metrics": {"infer": m(4.0, 9.0), "train_steps_per_s": 90.0}},
             {"experiment": "co-priority", "trial": 1, "ok": True,
-             "metrics": {"infer": infer_metrics(2.1, 3.2), "train_steps_per_s": 60.0}},
-            {"experiment": "infer-alone-gshare", "trial": 1, "ok": False, "metrics": None},
+             "metrics": {"infer": m(2.06, 3.2), "train_steps_per_s": 80.0}},
+            {"experiment": "infer-alone-gshare", "trial": 1, "ok": alone_gshare is not None,
+             "metrics": None if alone_gshare is None else {"infer": m(*alone_gshare), "train_steps_per_s": None}},
         ]
-        rows, met = priority.summarize(records)
+
+    def test_ratios(self):
+        rows, met = priority.summarize(self.records(None))
         by = {row["experiment"]: row for row in rows}
         self.assertAlmostEqual(by["co-native"]["p99_ratio"], 3.0)
         self.assertAlmostEqual(by["co-priority"]["p99_ratio"], 3.2 / 3.0)
-        self.assertAlmostEqual(by["co-priority"]["train_ratio"], 0.6)
-        self.assertTrue(met["p99_ratio"])
-        self.assertTrue(met["train_ratio"])
+        self.assertAlmostEqual(by["co-priority"]["train_ratio"], 0.8)
+        # 50 requests/s of 2 ms: a GPU share of 0.1, so training keeps 0.85 x 0.9.
+        self.assertAlmostEqual(by["infer-alone"]["gpu_share"], 0.1)
+        self.assertAlmostEqual(by["co-priority"]["train_goal"], 0.765)
+        self.assertTrue(met["p50_ratio"])    # 1.03
+        self.assertFalse(met["p99_ratio"])   # 1.067
+        self.assertTrue(met["train_ratio"])  # 0.8 >= 0.765
+        self.assertIsNone(met["alone_p50"])
         self.assertIsNone(by["infer-alone-gshare"]["p99_ms"])
-        self.assertEqual(priority.summarize([])[1], {"p99_ratio": None, "train_ratio": None})
+        self.assertTrue(all(v is None for v in priority.summarize([])[1].values()))
+
+    def test_alone_under_gshare(self):
+        # +2% of 2 ms is 40 us: +30 us passes; at p99, +2% of 3 ms is 60 us: +70 us fails.
+        met = priority.summarize(self.records((2.03, 3.07)))[1]
+        self.assertTrue(met["alone_p50"])
+        self.assertFalse(met["alone_p99"])
 
 
 class Handover(unittest.TestCase):
