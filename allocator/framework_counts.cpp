@@ -1,5 +1,6 @@
 #include "allocator/framework_counts.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -57,7 +58,10 @@ using tunables::kBurstNs;
 
 std::atomic<bool> g_outstanding{false};
 std::atomic<uint64_t> g_next_ns{0};
-std::atomic<uint64_t> g_next_alone_ns{0};  // the next question while alone (kAloneQuestionIntervalNs)
+// The next question of a job asked rarely (kRareQuestionIntervalNs): one
+// alone on its GPUs, or whose answers have stopped moving.
+std::atomic<uint64_t> g_next_rare_ns{0};
+std::atomic<bool> g_steady{false};
 void* g_counts_function = nullptr;  // a new reference, kept; main thread only
 uint64_t g_answers = 0;              // main thread only
 uint64_t g_answered = 0;             // answers with figures; main thread only
@@ -65,6 +69,28 @@ uint64_t g_answered = 0;             // answers with figures; main thread only
 void* counts_function(const PythonApi& py) {
   if (!g_counts_function) g_counts_function = python_function(py, kCountsModule, "_gshare_counts", "counts");
   return g_counts_function;
+}
+
+// The previous answer, and how many answers running have repeated the
+// one before them: main thread only.
+FrameworkCount g_previous[2 * kMaxDevices + 8];
+int g_previous_count = 0;
+int g_steady_answers = 0;
+
+// Whether an answer repeats the previous one: the same figures, each
+// framework's memory in use within what would move P (kPersistentStepBytes
+// or 1%).
+void note_steadiness(const FrameworkCount* counts, int n) {
+  bool same = n == g_previous_count;
+  for (int i = 0; same && i < n; ++i) {
+    const uint64_t a = counts[i].allocated, b = g_previous[i].allocated;
+    const uint64_t moved = a > b ? a - b : b - a;
+    same = counts[i].ordinal == g_previous[i].ordinal &&
+           moved <= std::max(tunables::kPersistentStepBytes, std::max(a, b) / 100);
+  }
+  g_steady_answers = same ? g_steady_answers + 1 : 0;
+  std::memcpy(g_previous, counts, sizeof(FrameworkCount) * size_t(n));
+  g_previous_count = n;
 }
 
 // Asks and hands the answer on; returns how many figures came back.
@@ -94,7 +120,10 @@ int ask_now(const PythonApi& py) {
     }
   }
   py.dec_ref(answer);
-  if (n > 0) note_framework_counts(counts, n);
+  if (n > 0) {
+    note_framework_counts(counts, n);
+    note_steadiness(counts, n);
+  }
   return n;
 }
 
@@ -133,7 +162,10 @@ int answer_on_main_thread(void*) {
   // filled P's window once (allocator/in_use_window.h): its figures are
   // right from the start, also in gshare-top.
   if (answered > 0 && ++g_answered > uint64_t(tunables::kInUseWindow))
-    g_next_alone_ns.store(end + tunables::kAloneQuestionIntervalNs, std::memory_order_relaxed);
+    g_next_rare_ns.store(end + tunables::kRareQuestionIntervalNs, std::memory_order_relaxed);
+  // Answers that only repeat themselves teach nothing: then the job is
+  // asked rarely, shared or not, until one differs.
+  g_steady.store(g_steady_answers >= tunables::kSteadyAnswersBeforeRare, std::memory_order_relaxed);
   g_outstanding.store(false, std::memory_order_release);
   return 0;
 }
@@ -153,7 +185,9 @@ void ask_framework_counts() {
   if (g_outstanding.load(std::memory_order_relaxed)) return;
   const uint64_t now = mono_now_ns();
   if (now < g_next_ns.load(std::memory_order_relaxed)) return;
-  if (now < g_next_alone_ns.load(std::memory_order_relaxed) && alone_on_its_gpus()) return;
+  if (now < g_next_rare_ns.load(std::memory_order_relaxed) &&
+      (g_steady.load(std::memory_order_relaxed) || alone_on_its_gpus()))
+    return;
   if (!python_running()) return;
   if (g_outstanding.exchange(true, std::memory_order_acquire)) return;
   if (!run_on_python_main_thread(answer_on_main_thread)) g_outstanding.store(false, std::memory_order_release);
@@ -164,7 +198,8 @@ void forget_framework_counts_after_fork() {
   // parent's and may never run here.
   g_outstanding.store(false);
   g_next_ns.store(0);
-  g_next_alone_ns.store(0);
+  g_next_rare_ns.store(0);
+  g_steady.store(false);
 }
 
 }  // namespace gshare::allocator

@@ -22,10 +22,11 @@
 // much time without questions (at most 100 ms), so they take at most about
 // 1% of the time (an answer costs tens of microseconds); time not spent
 // asking is saved, up to 100 ms, for a burst at syncs that come close
-// together. A job alone on its GPUs, once its first answers have filled
-// P's window, is asked at most once a second: the question runs on the
-// program's critical path (between an inference request's sync and its
-// reply), and the figures serve sharing.
+// together. Once its first answers have filled P's window, a job is asked
+// at most once a second while it is alone on its GPUs or while its answers
+// repeat themselves: the question runs on the program's critical path
+// (between an inference request's sync and its reply), and such answers
+// teach nothing.
 #pragma once
 
 #include <cstdint>

@@ -66,13 +66,14 @@ inline constexpr uint64_t kDutyDivisor = 100;
 inline constexpr uint64_t kQuietIntervalNs = 100'000'000;
 // How much unused asking time may be saved up for a burst of questions.
 inline constexpr uint64_t kBurstNs = 100'000'000;
-// A job alone on its GPUs, once kInUseWindow answers have classified it,
-// is asked at most this often: its figures serve sharing, and each
-// question lands on the program's critical path (an inference request's
-// latency), so a job alone pays for one question a second, not one a
-// request. A second job makes it asked at the rate above from its next
-// sync on.
-inline constexpr uint64_t kAloneQuestionIntervalNs = 1'000'000'000;
+// Once kInUseWindow answers have classified it, a job is asked at most
+// this often while it is alone on its GPUs, or while its answers repeat
+// themselves (kSteadyAnswersBeforeRare running agree: an inference
+// server's weights): each question lands on the program's critical path
+// (an inference request's latency), and such answers teach nothing. A
+// second job, or an answer that differs, brings the rate above back.
+inline constexpr uint64_t kRareQuestionIntervalNs = 1'000'000'000;
+inline constexpr int kSteadyAnswersBeforeRare = 16;
 
 // --- Iteration detection (scheduler/iterations.cpp) ---
 // A step may sync once, or once per piece of a forward pass (up to

@@ -557,26 +557,38 @@ unsigned questions_asked(const Finished& f) {
 }
 }  // namespace
 
-TEST_CASE("a job alone is asked for its framework's figures about once a second, not at every sync; "
-          "beside another job at the usual rate", "[questions]") {
+TEST_CASE("a job is asked for its framework's figures about once a second while alone or while its answers "
+          "repeat themselves; beside another job, with answers that move, at the usual rate", "[questions]") {
   // An inference server syncs once a request, and each question runs on
-  // its critical path. Alone, once its first answers have classified it,
-  // a job is asked at most once a second; beside another job (whose
-  // admission its P decides) at up to 1% of its time again.
-  const std::vector<std::string> loop{"1500", "64", "64", "1", "2000"};  // syncs every few ms
+  // its critical path. Once its first answers have classified it, a job is
+  // asked at most once a second while it is alone, or while its answers
+  // only repeat themselves; beside another job (whose admission its P
+  // decides), with answers that move, at up to 1% of its time again.
+  // `moving` syncs with its one chunk alive and again at rest: its answers
+  // alternate. `steady` syncs only at rest.
+  const std::vector<std::string> moving{"1500", "64", "64", "1", "2000", "chunksync"};
+  const std::vector<std::string> steady{"1500", "64", "64", "1", "2000"};
+  const unsigned window = unsigned(gshare::tunables::kInUseWindow);
   TestGpu gpu(8 * kGiB);
-  const auto started = std::chrono::steady_clock::now();
-  std::vector<Finished> alone = run_caching_jobs(gpu, 1, loop, {{"CACHE_STATS", "1"}});
+  auto started = std::chrono::steady_clock::now();
+  std::vector<Finished> alone = run_caching_jobs(gpu, 1, moving, {{"CACHE_STATS", "1"}});
   const double alone_s = seconds_since(started);
   INFO(alone[0].err);
   REQUIRE(alone[0].out == "done 1500\n");
-  // The first window of answers (64), then one a second.
-  CHECK(questions_asked(alone[0]) <= unsigned(gshare::tunables::kInUseWindow) + 2 + unsigned(alone_s));
-  std::vector<Finished> together = run_caching_jobs(gpu, 2, loop, {{"CACHE_STATS", "1"}});
-  for (const Finished& f : together) {
+  CHECK(questions_asked(alone[0]) <= window + 2 + unsigned(alone_s));
+  for (const Finished& f : run_caching_jobs(gpu, 2, moving, {{"CACHE_STATS", "1"}})) {
     INFO(f.err);
     REQUIRE(f.out == "done 1500\n");
     CHECK(questions_asked(f) >= 3 * questions_asked(alone[0]));
+  }
+  started = std::chrono::steady_clock::now();
+  std::vector<Finished> repeating = run_caching_jobs(gpu, 2, steady, {{"CACHE_STATS", "1"}});
+  const double repeating_s = seconds_since(started);
+  for (const Finished& f : repeating) {
+    INFO(f.err);
+    REQUIRE(f.out == "done 1500\n");
+    CHECK(questions_asked(f) <= window + unsigned(gshare::tunables::kSteadyAnswersBeforeRare) + 2 +
+                                    unsigned(repeating_s));
   }
 }
 
