@@ -120,9 +120,9 @@ def summarize(records):
             continue
         reference = spec.get("native", config)
         weights = weights_of(config) if spec["weights"] is None else spec["weights"]
-        gshare_weights = next((r.get("metrics", {}) or {}).get("weights") for (c, m, _), r in found.items()
-                              if c == config and m == "gshare" and r.get("metrics"))
-        weights = gshare_weights or weights
+        # The small jobs' count is the one the records ran with.
+        weights = next((r["metrics"]["weights"] for (c, _, _), r in found.items()
+                        if c == config and r.get("metrics")), weights)
         total = sum(weights)
         per_trial = []
         for trial in sorted({t for c, m, t in found if c == config and m == "gshare"}):
