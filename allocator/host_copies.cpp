@@ -30,8 +30,9 @@ void* touch(void* argument) {
 // Faults every page of [memory, memory + bytes) in, from up to
 // kMaxTouchers threads for large sizes (the kernel zeroes pages on one
 // core each, and a page-out of tens of GB waits for all of them).
-void fault_in(char* memory, size_t bytes) {
-  const int threads = int(std::min<size_t>(kMaxTouchers, std::max<size_t>(1, bytes / kPerThread)));
+void fault_in(char* memory, size_t bytes, int max_touchers) {
+  const size_t most = size_t(std::clamp(max_touchers, 1, kMaxTouchers));
+  const int threads = int(std::min<size_t>(most, std::max<size_t>(1, bytes / kPerThread)));
   const size_t share = (bytes / size_t(threads) + kPage - 1) / kPage * kPage;
   Span spans[kMaxTouchers];
   pthread_t ids[kMaxTouchers];
@@ -50,14 +51,14 @@ void fault_in(char* memory, size_t bytes) {
 
 }  // namespace
 
-HostCopy make_host_copy(size_t bytes) {
+HostCopy make_host_copy(size_t bytes, int max_touchers) {
   HostCopy copy;
   const DriverApi& api = driver();
   if (api.mem_host_register && api.mem_host_unregister) {
     void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory != MAP_FAILED) {
       madvise(memory, bytes, MADV_HUGEPAGE);  // advice only: fine where refused
-      fault_in(static_cast<char*>(memory), bytes);
+      fault_in(static_cast<char*>(memory), bytes, max_touchers);
       if (api.mem_host_register(memory, bytes, 0) == CUDA_SUCCESS) {
         copy.pointer = reinterpret_cast<uint64_t>(memory);
         copy.registered = true;

@@ -21,7 +21,8 @@ struct HostCopy {
 };
 
 // `bytes` of pinned host memory, or pointer 0 when neither way worked.
-HostCopy make_host_copy(size_t bytes);
+// Faulted in by up to `max_touchers` threads (one per GiB).
+HostCopy make_host_copy(size_t bytes, int max_touchers = 8);
 
 // Gives a copy made by make_host_copy back.
 void free_host_copy(const HostCopy& copy, size_t bytes);

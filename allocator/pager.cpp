@@ -23,6 +23,7 @@
 #include "scheduler/launch_detours.h"
 #include "scheduler/token.h"
 #include "shm/futex.h"
+#include "shm/lane_space.h"
 #include "shm/tokens.h"
 
 namespace gshare::allocator {
@@ -51,6 +52,9 @@ std::atomic<uint64_t> g_paged_devices{0};  // bit d: device d has memory off the
 std::atomic<int64_t> g_in_flight{0};       // threads inside guarded driver calls
 std::atomic<bool> g_pager_started{false};
 std::atomic<bool> g_told_host_limit{false};
+// Per device: no host copies made ahead before this time (prepare_host_copy).
+// The pager thread's only.
+uint64_t g_prepare_after_ns[64] = {};
 
 uint64_t bit_of(int device) { return device >= 0 && device < 64 ? uint64_t(1) << device : 0; }
 
@@ -163,7 +167,7 @@ namespace {
 // limit, all jobs together. Past it, the resident jobs that keep host
 // copies are asked to free them (the caller is asked again for room
 // shortly, and tries again); with none to ask, false and one warning.
-bool reserve_host_bytes(Device& device, uint64_t bytes) {
+bool reserve_host_bytes(Device& device, uint64_t bytes, bool ask = true) {
   if (bytes == 0) return true;
   Arbiter& arbiter = device.account.arbiter();
   Region& r = *arbiter.region();
@@ -177,6 +181,7 @@ bool reserve_host_bytes(Device& device, uint64_t bytes) {
     if (ok) arbiter.slot()->host_paging_bytes += bytes;
   });
   if (ok) return true;
+  if (!ask) return false;
   if (ask_for_host_copies(arbiter, held + bytes - limit)) {
     GSHARE_INFO("GPU %s: a page-out waits for resident jobs to free their host copies", device.uuid);
     return false;
@@ -333,8 +338,8 @@ void page_out(Device& device) {
   });
   note_movable_resident(device, -int64_t(total));
   unlock_movable_memory();
-  GSHARE_INFO("GPU %s: paged out %.1f MiB in %zu allocations in %.1f ms", device.uuid,
-              double(total) / MiB, ranges.size(), double(took) / 1e6);
+  GSHARE_INFO("GPU %s: paged out %.1f MiB in %zu allocations in %.1f ms (%.1f MiB of it into new host copies)",
+              device.uuid, double(total) / MiB, ranges.size(), double(took) / 1e6, double(new_host) / MiB);
 }
 
 // Frees host copies this job keeps of its resident memory, at least
@@ -361,8 +366,78 @@ void free_host_copies(Device& device, uint64_t want) {
   }
   unlock_movable_memory();
   give_back_host_bytes(device, freed);
-  if (freed) GSHARE_INFO("GPU %s: freed %.1f MiB of host copies for another job's page-out", device.uuid,
-                         double(freed) / MiB);
+  if (freed) {
+    // The host memory is wanted elsewhere: made again at once, it would
+    // only be asked for again.
+    if (device.ordinal >= 0 && device.ordinal < 64)
+      g_prepare_after_ns[device.ordinal] = mono_now_ns() + tunables::kHostCopyPauseNs;
+    GSHARE_INFO("GPU %s: freed %.1f MiB of host copies for another job's page-out", device.uuid,
+                double(freed) / MiB);
+  }
+}
+
+// Whether this GPU's jobs take turns through host memory, or are about to:
+// a job is paged out (or on its way), or waits for the safety condition,
+// which page-outs make hold. Read without the lock: a hint.
+bool paging_under_way(const Region& r) {
+  bool under_way = false;
+  shm::for_live_slots(r, [&](uint32_t i) {
+    const Slot& s = r.slots[i];
+    if (__atomic_load_n(&s.paged_out_bytes, __ATOMIC_RELAXED) != 0 ||
+        __atomic_load_n(&s.residency, __ATOMIC_RELAXED) != shm::kResident ||
+        __atomic_load_n(&s.admission, __ATOMIC_RELAXED) == shm::kWaitingForAdmission)
+      under_way = true;
+    return !under_way;
+  });
+  return under_way;
+}
+
+// Makes the host copy of one resident allocation that has none yet, the
+// largest, while the job runs: a job's first page-out otherwise pins all
+// of its memory while the job coming in waits (seconds for tens of GB).
+// Only while paging is under way on the GPU, within GSHARE_HOST_MEM_LIMIT
+// without asking anyone for theirs, and not for a while after this job
+// was asked to free its copies. One allocation per look, so that the
+// pager stays quick to answer a page-out request. Runs on the pager thread.
+void prepare_host_copy(Device& device) {
+  Arbiter& arbiter = device.account.arbiter();
+  const Slot* slot = arbiter.slot();
+  if (device.ordinal < 0 || device.ordinal >= 64 || mono_now_ns() < g_prepare_after_ns[device.ordinal]) return;
+  if (__atomic_load_n(&slot->residency, __ATOMIC_RELAXED) != shm::kResident) return;
+  if (!paging_under_way(*arbiter.region())) return;
+  Range pick{};
+  lock_movable_memory();
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device.ordinal) return;
+    if (a.paged || a.host_copy != 0 || a.extent <= pick.size) return;
+    pick = {a.key, a.extent, 0, 0, a.context, 0, 0, 0};
+  });
+  unlock_movable_memory();
+  if (pick.size == 0 || !reserve_host_bytes(device, pick.size, /*ask=*/false)) return;
+  const DriverApi& api = driver();
+  HostCopy host;
+  if (api.ctx_push_current(reinterpret_cast<CUcontext>(pick.context)) == CUDA_SUCCESS) {
+    // Fewer touchers than a page-out's: the job computes meanwhile.
+    host = make_host_copy(pick.size, tunables::kPrepareTouchers);
+    CUcontext ignored;
+    api.ctx_pop_current(&ignored);
+  }
+  bool attached = false;
+  if (host.pointer != 0) {
+    lock_movable_memory();
+    ledger().update(AllocationKind::kDevice, pick.pointer, [&](Allocation& a) {
+      if (!a.movable || a.paged || a.host_copy != 0 || a.extent != pick.size) return;
+      a.host_copy = host.pointer;
+      a.host_registered = host.registered;
+      attached = true;
+    });
+    unlock_movable_memory();
+  }
+  if (attached) return;
+  // Freed meanwhile, or no pinned memory: nothing kept.
+  free_host_copy(host, pick.size);
+  give_back_host_bytes(device, pick.size);
+  if (host.pointer == 0) g_prepare_after_ns[device.ordinal] = mono_now_ns() + tunables::kHostCopyPauseNs;
 }
 
 // What of `device`'s memory is out now, by class ([0] ephemeral, [1]
@@ -659,6 +734,7 @@ void* pager_loop(void*) {
         page_out(device);
       } else {
         prefetch(device);
+        prepare_host_copy(device);
       }
     });
     if (word) shm::futex_wait(word, seen, kPagerPollNs);

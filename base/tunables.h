@@ -27,6 +27,12 @@ inline constexpr uint64_t kPageInHoldNs = 1'000'000'000;
 // How long a page-out waits for the job to give its framework's cache
 // back first (asked with the page-out): freed blocks need no copy.
 inline constexpr uint64_t kCacheFirstNs = 1'000'000'000;
+// After a job was asked to free the host copies it keeps (another job's
+// page-out needed the host memory), it makes none ahead for this long.
+inline constexpr uint64_t kHostCopyPauseNs = 10'000'000'000;
+// Threads that fault a host copy made ahead in (one per GiB at most): the
+// job computes meanwhile, and a page-out uses up to 8.
+inline constexpr int kPrepareTouchers = 2;
 // The page-in rate the prefetch policy assumes before any page-in on the
 // GPU has been measured: pinned host-to-device copies over PCIe 4 x16.
 inline constexpr uint64_t kAssumedPageInBytesPerS = 20'000'000'000;

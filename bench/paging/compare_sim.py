@@ -34,19 +34,26 @@ def peak_reserved(path):
 
 
 def first_page_out_pin_gbps(raw, gbps):
-    """Each job's first page-out, from its messages: MiB and ms; the pinning
-    rate is its bytes over its time less the copy's. None without any."""
+    """Each job's first page-out that pinned host memory, from its
+    messages: MiB copied, MiB pinned anew (all of it where the message
+    does not say) and ms; the pinning rate is the bytes pinned over the
+    time less the copy's. None without any."""
     rates = []
     for path in glob.glob(os.path.join(raw, "gshare-*-[0-9]*.err")):
         with open(path) as f:
             for line in f:
-                m = re.search(r"paged out ([\d.]+) MiB in \d+ allocations in ([\d.]+) ms", line)
-                if m:
-                    size = float(m.group(1)) * MIB
-                    pin_s = float(m.group(2)) / 1e3 - size / (gbps * 1e9)
-                    if pin_s > 0:
-                        rates.append(size / pin_s / 1e9)
-                    break
+                m = re.search(r"paged out ([\d.]+) MiB in \d+ allocations in ([\d.]+) ms"
+                              r"(?: \(([\d.]+) MiB of it into new host copies\))?", line)
+                if not m:
+                    continue
+                size = float(m.group(1)) * MIB
+                pinned = float(m.group(3)) * MIB if m.group(3) is not None else size
+                if pinned <= 0:
+                    continue  # its copies were made ahead: no pinning to time
+                pin_s = float(m.group(2)) / 1e3 - size / (gbps * 1e9)
+                if pin_s > 0:
+                    rates.append(pinned / pin_s / 1e9)
+                break
     return statistics.median(rates) if rates else None
 
 

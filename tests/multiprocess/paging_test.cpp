@@ -230,6 +230,39 @@ TEST_CASE("a job killed in its page-out or its page-in leaves the others running
   }
 }
 
+TEST_CASE("while jobs take turns through host memory, a resident job makes its host copy before its page-out",
+          "[paging]") {
+  // Three jobs of 100 MiB on 256 MiB: two fit, the third waits, and one is
+  // paged out for it. From then on the resident job pins host memory for
+  // its own copy while it computes, so that its page-out, when its turn
+  // ends, only copies (on a GPU, pinning tens of GB took seconds while the
+  // job coming in waited).
+  TestGpu gpu(256 * kMiB);
+  auto jobs = started_jobs(gpu, 3, paging({{"GSHARE_POLICY", "fair"}}));
+  for (auto& job : jobs) job->post("pagetrain 300 100M 4 2 10000 0");
+  bool prepared = false;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!prepared && std::chrono::steady_clock::now() < end) {
+    const nlohmann::json top = gpu.top_json();
+    for (const auto& g : top["gpus"])
+      for (const auto& p : g["processes"])
+        if (p.value("residency", "") == "resident" && p.value("page_outs", 1) == 0 &&
+            p.value("host_paging_bytes", uint64_t(0)) >= 100 * kMiB)
+          prepared = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  INFO(gpu.state());
+  CHECK(prepared);
+  std::string logs;
+  for (auto& job : jobs) {
+    CHECK(starts_with(job->reply(180), "pagetrain ok 300 "));
+    logs += job->stderr_text();
+  }
+  // A page-out that found its copy made copied into it, pinning nothing.
+  INFO(logs);
+  CHECK(logs.find("(0.0 MiB of it into new host copies)") != std::string::npos);
+}
+
 TEST_CASE("host memory for a swap is enough: resident jobs free the copies they keep", "[paging][more]") {
   // Three jobs of 100 MiB on 256 MiB take turns, two on the GPU at a time.
   // A swap needs host memory for two of them (one going out while one
