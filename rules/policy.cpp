@@ -147,7 +147,12 @@ void activate(Policy policy, Job* jobs, int count, int index) {
     if (policy == Policy::kPriority && jobs[i].priority != jobs[index].priority) continue;
     if (jobs[i].vtime_ns < least) least = jobs[i].vtime_ns;
   }
-  if (least != kForever && jobs[index].vtime_ns < least) jobs[index].vtime_ns = least;
+  // One turn of credit: a job idle only between two of its iterations (its
+  // own sync after a hand-over, a process the CPU got to late) keeps its
+  // place; one idle for long comes back no further behind than that.
+  const uint64_t credit = jobs[index].turn_ns / (jobs[index].weight ? jobs[index].weight : 1);
+  if (least != kForever && least > credit && jobs[index].vtime_ns < least - credit)
+    jobs[index].vtime_ns = least - credit;
   jobs[index].active = true;
 }
 

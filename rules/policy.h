@@ -97,8 +97,10 @@ bool bounds_in_flight(Policy policy, const Job& job, const Job* live, int count)
 void charge(Job& job, uint64_t ns);
 
 // `jobs[index]` becomes active: it starts no further behind on the fair
-// clock than the least vtime of the other active jobs (under priority, of
-// those of its own priority: a starved lower job is no reference).
+// clock than one of its turns (turn_ns on its clock) behind the least vtime
+// of the other active jobs (under priority, of those of its own priority: a
+// starved lower job is no reference). The turn of credit keeps the place of
+// a job idle only between two of its iterations.
 void activate(Policy policy, Job* jobs, int count, int index);
 
 }  // namespace gshare::rules
