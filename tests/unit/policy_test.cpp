@@ -194,9 +194,8 @@ TEST_CASE("a newly active job starts level with the least vtime of the active jo
 TEST_CASE("a job that becomes active keeps up to one of its turns of credit on the fair clock") {
   // A job idle only between two of its iterations (its own sync after a
   // hand-over, or late to get a CPU among many processes) must not lose its
-  // place: lifted all the way to the least vtime at each such wake, 64
-  // small jobs served from 240 to 350 ms of a 20 s window over the fake
-  // driver. One idle for long still comes back no more than a turn behind.
+  // place at each such wake. One idle for long still comes back no more
+  // than a turn behind.
   std::vector<Job> jobs = active_jobs(3);
   jobs[0].vtime_ns = 900;
   jobs[1].vtime_ns = 400;
