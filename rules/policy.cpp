@@ -116,11 +116,16 @@ uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns) {
   }
   // Jobs that hand memory over at each switch (one lane's) would otherwise
   // switch at every short iteration and spend the GPU on that: the turn
-  // grows with what the job's switches have cost.
-  uint64_t amortized = job.switch_cost_ns >= kMaxTurnNs / kTurnPerSwitchCost
-                           ? kMaxTurnNs
-                           : job.switch_cost_ns * kTurnPerSwitchCost;
-  return std::max(base, amortized);
+  // grows with what the job's switches have cost in memory, up to
+  // kMaxTurnNs. The rest of a switch's cost (waking the job) lengthens it
+  // to twice the base at most: among many jobs on a busy CPU that cost
+  // reads milliseconds, and turns of many times it would be the grain of
+  // every job's share.
+  auto amortized = [](uint64_t cost) {
+    return cost >= kMaxTurnNs / kTurnPerSwitchCost ? kMaxTurnNs : cost * kTurnPerSwitchCost;
+  };
+  const uint64_t woken = std::min(amortized(job.switch_cost_ns), base > kMaxTurnNs ? base : 2 * base);
+  return std::max({base, amortized(job.switch_memory_ns), woken});
 }
 
 bool preempts_now(Policy policy, const Job& holder, const Job& candidate) {

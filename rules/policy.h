@@ -43,6 +43,10 @@ struct Job {
   // cache going back, this job's memory allocated anew): 0 when nothing
   // is known or a switch costs nothing measurable.
   uint64_t switch_cost_ns = 0;
+  // The part of it that is memory handed over; the rest (the grant to the
+  // first launch: a process waking, which an overloaded CPU stretches to
+  // milliseconds) lengthens a turn only to twice its base.
+  uint64_t switch_memory_ns = 0;
   // prefetch: the GPU time one turn gives this job (its slice length,
   // rules::slice_length), and what bringing its memory back from host
   // memory would take now (0: nothing of it is out).

@@ -20,12 +20,15 @@ std::atomic<uint64_t> g_switch_ns{0};
 std::atomic<uint64_t> g_memory_ns{0};
 uint64_t g_iterations_seen = 0;  // publish_switch_cost_if_iterated's, upkeep thread only
 
-// Raises the published figure to `cost`; no turn grows past kMaxTurnNs, nor
-// need a cost.
-void raise(shm::Slot* slot, uint64_t cost) {
+// Raises the published figures to `cost`, of which `memory` is memory
+// handed over; no turn grows past kMaxTurnNs, nor need a cost.
+void raise(shm::Slot* slot, uint64_t cost, uint64_t memory) {
   cost = std::min(cost, tunables::kMaxTurnNs);
+  memory = std::min(memory, cost);
   if (cost > slot->switch_cost_ns.load(std::memory_order_relaxed))
     slot->switch_cost_ns.store(cost, std::memory_order_relaxed);
+  if (memory > slot->switch_memory_ns.load(std::memory_order_relaxed))
+    slot->switch_memory_ns.store(memory, std::memory_order_relaxed);
 }
 
 enum class At { kBoundary, kHandOver, kLaunch };
@@ -47,12 +50,13 @@ void publish(At at, uint64_t reallocation_ns) {
   // waited for so far (memory a lane-mate or a page-out is to free) is not
   // yet a switch's whole cost, and only its iteration's memory, which it
   // will allocate again, is certain.
-  uint64_t measured = 0;
+  uint64_t measured = 0, memory = 0;
   if ((at != At::kLaunch || long_ago) && g_measuring_switch_cost.load(std::memory_order_acquire)) {
-    measured = g_switch_ns.load(std::memory_order_relaxed) + g_memory_ns.load(std::memory_order_relaxed);
+    memory = g_memory_ns.load(std::memory_order_relaxed);
+    measured = g_switch_ns.load(std::memory_order_relaxed) + memory;
     g_measuring_switch_cost.store(false, std::memory_order_relaxed);
   }
-  raise(slot, std::max(measured, reallocation_ns));
+  raise(slot, std::max(measured, reallocation_ns), std::max(memory, reallocation_ns));
   if (first) g_first_turn.store(false, std::memory_order_relaxed);
   if (slot->switch_cost_ns.load(std::memory_order_relaxed) > before)
     GSHARE_DEBUG("a switch to this job costs %.1f ms: %.1f ms measured in its turn, %.1f ms to allocate again what "
@@ -68,6 +72,8 @@ void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record) {
   if (!record.recorded || !slot) return;
   const uint64_t last = slot->switch_cost_ns.load(std::memory_order_relaxed);
   slot->switch_cost_ns.store(last - last / 4, std::memory_order_relaxed);
+  const uint64_t memory = slot->switch_memory_ns.load(std::memory_order_relaxed);
+  slot->switch_memory_ns.store(memory - memory / 4, std::memory_order_relaxed);
   g_turn_began_ns.store(mono_now_ns(), std::memory_order_relaxed);
   g_slot.store(slot, std::memory_order_relaxed);
   // A job's first switch is its arrival: what it waited for then is no
@@ -82,7 +88,7 @@ void begin_switch_cost(shm::Slot* slot, const scheduler::SwitchRecord& record) {
 void add_memory_call_ns(uint64_t ns) { g_memory_ns.fetch_add(ns, std::memory_order_relaxed); }
 
 void note_give_back_before_switch(shm::Slot* slot, uint64_t ns) {
-  if (slot) raise(slot, ns);
+  if (slot) raise(slot, ns, ns);
 }
 
 void publish_switch_cost(uint64_t reallocation_ns) { publish(At::kBoundary, reallocation_ns); }

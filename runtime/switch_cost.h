@@ -21,7 +21,10 @@
 //   a first step), and a later one completes the figure.
 // It is published in Slot::switch_cost_ns at the turn's boundaries and
 // wherever the job is about to hand over, each time it has grown, and the
-// turn lengthens with it (scheduler::keep_turn_if_longer). At the start of
+// turn lengthens with it (scheduler::keep_turn_if_longer); beside it, in
+// Slot::switch_memory_ns, the part that is memory (the memory calls, what
+// it would allocate again, a give-back before its hand-over), the only part
+// that lengthens a turn past twice its base (rules::slice_length). At the start of
 // each turn the figure drops by a quarter: a costly switch counts at once,
 // and cheap ones wear it down (jobs that keep their memory across a
 // switch, of different lanes, measure next to nothing and keep the

@@ -98,12 +98,14 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     j.vtime_ns = s.vtime_ns;
     j.remaining_ns = remaining_ns(s);
     j.switch_cost_ns = s.switch_cost_ns.load(std::memory_order_relaxed);
+    j.switch_memory_ns = s.switch_memory_ns.load(std::memory_order_relaxed);
     if (rate > 0) {
       // While paging is active a switch to this job moves its memory (one
       // job's out, its own in), whether or not a prefetch hides that: its
       // turns are long enough for the copies to finish behind them.
       const uint64_t swap_ns = uint64_t(double(s.paged_out_bytes + s.movable_bytes) / rate * 1e9);
       j.switch_cost_ns = std::max(j.switch_cost_ns, swap_ns);
+      j.switch_memory_ns = std::max(j.switch_memory_ns, swap_ns);
       j.bring_back_ns = uint64_t(double(s.paged_out_bytes) / rate * 1e9);
     }
     j.turn_ns = slice_length(policy, j, s.quantum_ns);

@@ -198,7 +198,10 @@ struct alignas(64) Slot {
   uint64_t handover_began_mono_ns;
   uint64_t admission_timeouts;  // allocations that gave up waiting (GSHARE_ADMIT_TIMEOUT_S)
   uint64_t lane_holder_since_mono_ns;  // holds its lane's ephemeral space since (shm/arbiter.h); 0: not
-  uint64_t padding3[1];
+  // The part of switch_cost_ns that is memory handed over (caches given
+  // back, memory allocated anew, waits for it): owner-written, no lock.
+  // Only it lengthens turns past twice the quantum (rules::slice_length).
+  std::atomic<uint64_t> switch_memory_ns;
 
   // --- paging to host memory (allocator/pager.h): written under the lock,
   // except movable_bytes (owner, no lock: a hint for whoever asks for room) ---

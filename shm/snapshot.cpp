@@ -176,6 +176,7 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
   p->switch_ns = s.switch_ns;
   p->last_switch_ns = s.last_switch_ns;
   p->switch_cost_ns = s.switch_cost_ns.load(std::memory_order_relaxed);
+  p->switch_memory_ns = s.switch_memory_ns.load(std::memory_order_relaxed);
   p->waiting_ns = s.wait_ns + elapsed_since(s.wait_since_mono_ns, now_mono_ns);
   uint64_t attached_ns = attached_mono_ns(s, now_mono_ns, now_unix_ns);
   p->share_10s = recent_token_share(s, p->holds_token, attached_ns, now_mono_ns);

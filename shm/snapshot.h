@@ -54,6 +54,7 @@ struct ProcessSnapshot {
   // What a switch to it costs, memory handed over included, over recent switches
   // (runtime/switch_cost.h): its turns last 40 times that, up to 10 s.
   uint64_t switch_cost_ns = 0;
+  uint64_t switch_memory_ns = 0;  // the part of it that is memory handed over
   uint64_t waiting_ns = 0;         // time spent waiting for the token, the current wait included
   double share_10s = 0;            // 0..1: of the last 10 s, the share it held the token
   uint64_t iterations = 0;         // iterations detected

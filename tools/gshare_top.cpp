@@ -67,8 +67,10 @@
 //          "switch_ns": N,              their cost in all: grant to first launch
 //          "last_switch_ns": N|null,    the latest one's; null: no switch yet
 //          "switch_cost_ns": N,         a switch's cost with the memory handed over
-//                                       (recent switches; 0: none measured); turns last
-//                                       40 times that, up to 10 s
+//                                       (recent switches; 0: none measured)
+//          "switch_memory_ns": N,       the part of it that is memory handed over; turns
+//                                       last 40 times that, up to 10 s (the rest: up to
+//                                       twice the quantum)
 //          "weight": N, "priority": N,  GSHARE_WEIGHT, GSHARE_PRIORITY
 //          "handover": "overlap"|"strict"|"unknown",  GSHARE_HANDOVER
 //          "expected_seconds": X|null,  GSHARE_EXPECTED_SECONDS; null: not given

@@ -79,6 +79,7 @@ Json process_json(const ProcessView& row) {
       {"switch_ns", p.switch_ns},
       {"last_switch_ns", after_a_switch(p.switches, p.last_switch_ns)},
       {"switch_cost_ns", p.switch_cost_ns},
+      {"switch_memory_ns", p.switch_memory_ns},
       {"weight", p.weight},
       {"priority", p.priority},
       {"handover", p.handover_mode},

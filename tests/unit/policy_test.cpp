@@ -372,27 +372,49 @@ TEST_CASE("srtf and priority slices are one quantum, whatever the weight") {
   CHECK(slice_length(Policy::kSrtf, job, 3 * kMs) == 3 * kMs);
 }
 
-TEST_CASE("a turn lasts forty times what a switch to its job costs, up to 10 s, under every policy but fifo") {
+TEST_CASE("a turn lasts forty times what a switch to its job costs in memory, up to 10 s, under every policy but "
+          "fifo") {
   Job job = active_job(0, 0);
   for (Policy policy : {Policy::kFair, Policy::kSrtf, Policy::kPriority, Policy::kPack}) {
     INFO(policy_name(policy));
     job.weight = 1;
-    job.switch_cost_ns = 1 * kMs;  // cheap: the quantum stays
+    auto memory = [&](uint64_t ns) { job.switch_cost_ns = job.switch_memory_ns = ns; };
+    memory(1 * kMs);  // cheap: the quantum stays
     CHECK(slice_length(policy, job, kQuantum) == kQuantum);
-    job.switch_cost_ns = 30 * kMs;  // memory handed over: 1.2 s turns
+    memory(30 * kMs);  // memory handed over: 1.2 s turns
     CHECK(slice_length(policy, job, kQuantum) == 1200 * kMs);
-    job.switch_cost_ns = 240 * kMs;  // 78 GB allocated again on an H200: 9.6 s turns
+    memory(240 * kMs);  // 78 GB allocated again on an H200: 9.6 s turns
     CHECK(slice_length(policy, job, kQuantum) == 9600 * kMs);
-    job.switch_cost_ns = 400 * kMs;  // capped
+    memory(400 * kMs);  // capped
     CHECK(slice_length(policy, job, kQuantum) == 10000 * kMs);
-    job.switch_cost_ns = UINT64_MAX;  // a figure from a corrupt region: no overflow
+    memory(UINT64_MAX);  // a figure from a corrupt region: no overflow
     CHECK(slice_length(policy, job, kQuantum) == 10000 * kMs);
-    job.switch_cost_ns = 400 * kMs;
+    memory(400 * kMs);
     CHECK(slice_length(policy, job, 12000 * kMs) == 12000 * kMs);  // a longer quantum wins
   }
-  job.switch_cost_ns = 30 * kMs;
+  job.switch_cost_ns = job.switch_memory_ns = 30 * kMs;
   CHECK(slice_length(Policy::kFifo, job, kQuantum) == kForever);
 }
+
+TEST_CASE("a switch's cost beyond memory (the job waking) lengthens a turn to twice its base at most") {
+  // 64 small jobs on a busy CPU: the grant to the first launch reads 1-2
+  // ms, and turns of forty times that would be every job's share's grain.
+  Job job = active_job(0, 0);
+  job.switch_cost_ns = 2 * kMs;
+  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 40 * kMs);
+  job.switch_cost_ns = 250 * kMs;
+  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 40 * kMs);
+  CHECK(slice_length(Policy::kPriority, job, 20 * kMs) == 40 * kMs);
+  job.switch_memory_ns = 100 * kMs;  // its memory part still counts in full
+  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 4000 * kMs);
+  job.switch_memory_ns = 0;
+  job.switch_cost_ns = 200 * kMs;
+  job.weight = 3;  // the base is the weighted quantum
+  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 120 * kMs);
+  job.switch_cost_ns = 100 * kMs;
+  CHECK(slice_length(Policy::kFair, job, 20000 * kMs) == 60000 * kMs);  // a quantum past 10 s wins
+}
+
 
 // ---------------------------------------------------------------------------
 // prefetch: by turns, alternating high and low weight
