@@ -81,26 +81,35 @@ TEST_CASE("a job paged out mid-iteration resumes with its step's memory intact",
   // the next: ΣP + max E exceeds 256 MiB. B, of higher priority, comes
   // while A is in its steps and takes the GPU at once, mid-step; making
   // room, it pages A out with pieces of A's step live. Each checks them
-  // at the step's end.
-  TestGpu gpu(256 * kMiB);
-  Client a(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "0"}}));
-  Client b(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "10"}}));
-  REQUIRE(a.send("init") == "init ok");
-  REQUIRE(b.send("init") == "init ok");
-  a.post("pagetrain 20 100M 2 2 20000 0 96M 3");
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  b.post("pagetrain 10 100M 2 2 20000 0 96M 3");
-  CHECK(starts_with(a.reply(120), "pagetrain ok 20 "));
-  CHECK(starts_with(b.reply(120), "pagetrain ok 10 "));
-  // A page-out of more than the 2 kept allocations took step pieces along.
+  // at the step's end. Where B's first allocation finds A holding its
+  // lane's space mid-step, the resource order has A end its step first,
+  // and A is paged out at rest (about one run in eight here): the scenario
+  // runs up to three times, every run's data checked, until a page-out
+  // took step pieces along.
   bool mid_step = false;
-  const std::regex page_out("paged out [0-9.]+ MiB in ([0-9]+) allocations");
-  for (Client* c : {&a, &b}) {
-    const std::string err = c->stderr_text();
-    for (std::sregex_iterator m(err.begin(), err.end(), page_out), end; m != end; ++m)
-      if (std::stoi((*m)[1].str()) > 2) mid_step = true;
+  std::string logs;  // the last run's
+  for (int attempt = 0; attempt < 3 && !mid_step; ++attempt) {
+    INFO("attempt " << attempt);
+    TestGpu gpu(256 * kMiB);
+    Client a(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "0"}}));
+    Client b(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "10"}}));
+    REQUIRE(a.send("init") == "init ok");
+    REQUIRE(b.send("init") == "init ok");
+    a.post("pagetrain 20 100M 2 2 20000 0 96M 3");
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    b.post("pagetrain 10 100M 2 2 20000 0 96M 3");
+    CHECK(starts_with(a.reply(120), "pagetrain ok 20 "));
+    CHECK(starts_with(b.reply(120), "pagetrain ok 10 "));
+    // A page-out of more than the 2 kept allocations took step pieces along.
+    const std::regex page_out("paged out [0-9.]+ MiB in ([0-9]+) allocations");
+    for (Client* c : {&a, &b}) {
+      const std::string err = c->stderr_text();
+      for (std::sregex_iterator m(err.begin(), err.end(), page_out), end; m != end; ++m)
+        if (std::stoi((*m)[1].str()) > 2) mid_step = true;
+    }
+    logs = a.stderr_text() + b.stderr_text();
   }
-  INFO(a.stderr_text() << b.stderr_text());
+  INFO(logs);
   CHECK(mid_step);
 }
 
