@@ -52,9 +52,14 @@ std::atomic<uint64_t> g_paged_devices{0};  // bit d: device d has memory off the
 std::atomic<int64_t> g_in_flight{0};       // threads inside guarded driver calls
 std::atomic<bool> g_pager_started{false};
 std::atomic<bool> g_told_host_limit{false};
-// Per device: no host copies made ahead before this time (prepare_host_copy).
-// The pager thread's only.
+// Per device, the pager thread's only (prepare_host_copy): no host copies
+// made ahead before this time; and, plus one, the job's movable bytes when
+// a look found every allocation with its copy (0: look again), so that the
+// pager, woken at every hand-over, reads the ledger again only once they
+// change. (An allocation freed and one of its size made between two looks
+// go unseen: its page-out pins it, as without copies made ahead.)
 uint64_t g_prepare_after_ns[64] = {};
+uint64_t g_all_copied_at[64] = {};
 
 uint64_t bit_of(int device) { return device >= 0 && device < 64 ? uint64_t(1) << device : 0; }
 
@@ -369,8 +374,10 @@ void free_host_copies(Device& device, uint64_t want) {
   if (freed) {
     // The host memory is wanted elsewhere: made again at once, it would
     // only be asked for again.
-    if (device.ordinal >= 0 && device.ordinal < 64)
+    if (device.ordinal >= 0 && device.ordinal < 64) {
       g_prepare_after_ns[device.ordinal] = mono_now_ns() + tunables::kHostCopyPauseNs;
+      g_all_copied_at[device.ordinal] = 0;
+    }
     GSHARE_INFO("GPU %s: freed %.1f MiB of host copies for another job's page-out", device.uuid,
                 double(freed) / MiB);
   }
@@ -405,6 +412,8 @@ void prepare_host_copy(Device& device) {
   if (device.ordinal < 0 || device.ordinal >= 64 || mono_now_ns() < g_prepare_after_ns[device.ordinal]) return;
   if (__atomic_load_n(&slot->residency, __ATOMIC_RELAXED) != shm::kResident) return;
   if (!paging_under_way(*arbiter.region())) return;
+  const uint64_t movable = __atomic_load_n(&slot->movable_bytes, __ATOMIC_RELAXED) + 1;
+  if (g_all_copied_at[device.ordinal] == movable) return;
   Range pick{};
   lock_movable_memory();
   ledger().for_each([&](Allocation& a) {
@@ -413,6 +422,7 @@ void prepare_host_copy(Device& device) {
     pick = {a.key, a.extent, 0, 0, a.context, 0, 0, 0};
   });
   unlock_movable_memory();
+  if (pick.size == 0) g_all_copied_at[device.ordinal] = movable;
   if (pick.size == 0 || !reserve_host_bytes(device, pick.size, /*ask=*/false)) return;
   const DriverApi& api = driver();
   HostCopy host;
