@@ -22,6 +22,8 @@
 #   NVCC             nvcc for the handover probe (default: nvcc in PATH,
 #                    else /usr/local/cuda/bin/nvcc)
 #   SCHED_BUDGET_S   seconds of experiments per part (default: see above)
+#   SCHED_MPS=1      every job runs as a client of an MPS daemon of the
+#                    part's own (bench/sched/common.py)
 #   SCHED_DRY_RUN=1  jobs sleep instead of using the GPU (no GPU, PyTorch,
 #                    nvcc needed): tries the scripts; measures nothing
 #   and the SCHED_* variables of bench/sched/common.py and of each part.

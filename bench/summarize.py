@@ -38,6 +38,8 @@ ROWS = {
                                  "steps/s", "ratio_at_least", 0.99),
     "train_steps_compute_bound": ("training, compute-bound MLP (4 x 4096-wide, bf16)",
                                   "steps_per_second", "steps/s", "ratio_at_least", 0.99),
+    "train_steps_transformer": ("training, transformer (4 x d 1024, AdamW, loss read every step)",
+                                "steps_per_second", "steps/s", "ratio_at_least", 0.99),
 }
 
 

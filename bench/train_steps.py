@@ -8,7 +8,11 @@ rate: steps per second of fixed models, chosen to bracket real jobs:
                  a step, so the step rate is set by the host's cost per launch
                  (PyTorch's dispatch plus the driver call gshare hooks);
   compute_bound  4 Linear(4096, 4096) layers, batch 4096, bf16 autocast: a
-                 few large GEMMs, so the step rate is set by the GPU.
+                 few large GEMMs, so the step rate is set by the GPU;
+  transformer    a 4-layer transformer encoder (d 1024, 16 heads, batch
+                 16 x 512 tokens, bf16 autocast, AdamW) whose loss is read
+                 every step: a real model's mix of kernels with a host sync
+                 per step, about 10 ms a step on an H100.
   Each runs --warmup steps, then steps in chunks of 10 (with a synchronize
   after each chunk) until --seconds have passed. One JSON line per model:
   {"benchmark":"train_steps","model":NAME,"steps":N,"seconds":S,"steps_per_second":R}
@@ -47,6 +51,8 @@ MODELS = {
     "launch_bound": (64, 64, 32, "fp32", 1e-3, True),
     "compute_bound": (4096, 4, 4096, "bf16", 1e-3, False),
 }
+# rate's transformer: (d_model, heads, layers, batch, sequence length)
+TRANSFORMER = (1024, 16, 4, 16, 512)
 
 
 def build_step(width, depth, batch, dtype, lr, relu_after_last, device, read_loss):
@@ -82,12 +88,43 @@ def build_step(width, depth, batch, dtype, lr, relu_after_last, device, read_los
     return step, {"torch": torch.__version__, "gpu": "cpu"}, lambda: 0.0
 
 
+def build_transformer_step(d_model, heads, layers, batch, sequence, device):
+    """A training step of a transformer encoder with AdamW, bf16 autocast,
+    returning loss.item() (a host sync every step, as real loops have)."""
+    import torch
+    from torch import nn
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise jobutil.JobError("PyTorch sees no CUDA device")
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=4 * d_model,
+                                       dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).to(device)
+    inputs = torch.randn(batch, sequence, d_model, device=device)
+    targets = torch.randn(batch, sequence, d_model, device=device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            outputs = model(inputs)
+        loss = nn.functional.mse_loss(outputs.float(), targets)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
+
+
 def rate(args):
     import torch
 
     synchronize = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    for name in args.model or list(MODELS):
-        step, _, _ = build_step(*MODELS[name], args.device, read_loss=False)
+    for name in args.model or list(MODELS) + ["transformer"]:
+        if name == "transformer":
+            step = build_transformer_step(*TRANSFORMER, args.device)
+        else:
+            step, _, _ = build_step(*MODELS[name], args.device, read_loss=False)
         for _ in range(args.warmup):
             step()
         synchronize()
@@ -158,7 +195,7 @@ def main():
     p = commands.add_parser("rate", help="steps/s of fixed models (run_benchmarks.sh)")
     p.add_argument("--seconds", type=float, default=4.0, help="timed duration per model")
     p.add_argument("--warmup", type=int, default=30, help="untimed steps first")
-    p.add_argument("--model", action="append", choices=sorted(MODELS),
+    p.add_argument("--model", action="append", choices=sorted(MODELS) + ["transformer"],
                    help="model(s) to run (default: all)")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=device_help)
 

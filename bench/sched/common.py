@@ -20,6 +20,10 @@ does it) and reads its configuration from the environment:
   SCHED_INFER_ARGS   extra arguments for infer_job.py
   SCHED_DRY_RUN=1    jobs sleep instead of using the GPU: tries the
                      orchestration anywhere; the results are not measurements
+  SCHED_MPS=1        every job of the part, native and under gshare, runs as
+                     a client of an MPS control daemon private to the part
+                     (nvidia-cuda-mps-control; its pipe and log directories
+                     in the part's scratch directory), stopped at the end
 
 Native runs get the same command without LD_PRELOAD and without any
 GSHARE_* variable; gshare runs get LD_PRELOAD=libgshare.so, a fresh private
@@ -172,6 +176,41 @@ def scratch_parent():
     return None
 
 
+class MpsDaemon:
+    """An MPS control daemon of this part's own: its pipe and log
+    directories are private, so it neither joins nor disturbs a daemon the
+    machine may run, and every job started afterwards (the variables are
+    exported to this process's environment) becomes its client."""
+
+    def __init__(self, scratch):
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": str(scratch / "mps-pipe"),
+                    "CUDA_MPS_LOG_DIRECTORY": str(scratch / "mps-log")}
+        for path in self.env.values():
+            os.makedirs(path, exist_ok=True)
+        control = shutil.which("nvidia-cuda-mps-control")
+        if control is None:
+            sys.exit("SCHED_MPS=1: nvidia-cuda-mps-control is not on PATH")
+        self.control = control
+        code, stdout, stderr = _run_quietly([control, "-d"], env={**os.environ, **self.env})
+        if code != 0:
+            sys.exit(f"SCHED_MPS=1: {control} -d failed ({code}): {stderr or stdout}")
+        os.environ.update(self.env)
+
+    def stop(self):
+        """Asks the daemon to quit (it stops its server once the clients,
+        already killed, are gone); bounded by the quiet runner's timeout."""
+        try:
+            subprocess.run([self.control], input="quit\n", text=True, capture_output=True,
+                           timeout=20, env={**os.environ, **self.env})
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        for key in self.env:
+            os.environ.pop(key, None)
+
+    def server_log(self, lines=5):
+        return tail(pathlib.Path(self.env["CUDA_MPS_LOG_DIRECTORY"]) / "server.log", lines)
+
+
 class Context:
     """One part's run: configuration, output paths, live children, budget."""
 
@@ -205,6 +244,9 @@ class Context:
         self.render = None
         self.state = None
         self._interrupted = False
+        self.mps = None
+        if os.environ.get("SCHED_MPS", "0") == "1" and not self.dry_run:
+            self.mps = MpsDaemon(self.scratch)
         if not self.dry_run and not self.library.exists():
             sys.exit(f"{self.library} is missing: build first (cmake --build {self.build})")
         self.device = self._device()
@@ -213,7 +255,8 @@ class Context:
             signal.signal(signum, self._on_signal)
         atexit.register(self.kill_children)
         self.log(f"device: {self.device}; budget {self.budget_s:.0f} s; raw files in {self.raw}"
-                 + ("; DRY RUN (jobs sleep, nothing is measured)" if self.dry_run else ""))
+                 + ("; DRY RUN (jobs sleep, nothing is measured)" if self.dry_run else "")
+                 + ("; every job an MPS client" if self.mps is not None else ""))
 
     # -- bookkeeping ------------------------------------------------------
 
@@ -278,6 +321,9 @@ class Context:
 
     def cleanup(self):
         self.kill_children()
+        if self.mps is not None:
+            self.mps.stop()
+            self.mps = None
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- job command lines --------------------------------------------------
@@ -343,6 +389,7 @@ class Context:
             "elapsed_s": round(self.elapsed(), 1), "budget_s": self.budget_s,
             "dry_run": self.dry_run, "complete": complete,
             "gshare_extra": self.gshare_extra, "notes": list(notes),
+            "mps": self.mps is not None,
         }
 
     def markdown_header(self, title, summary):
@@ -353,6 +400,9 @@ class Context:
                  f"- date: {summary['date']}, {summary['elapsed_s']:.0f} s"]
         if summary["gshare_extra"]:
             lines.append(f"- extra gshare variables: {summary['gshare_extra']}")
+        if summary.get("mps"):
+            lines.append("- **MPS**: every job, native and under gshare, ran as a client of "
+                         "an MPS control daemon of the part's own")
         if summary["dry_run"]:
             lines.append("- **DRY RUN: the jobs slept instead of using a GPU; "
                          "these numbers measure nothing**")
