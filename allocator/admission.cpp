@@ -513,7 +513,7 @@ bool give_back_cache_when_switched_out() {
   for_each_attached_device([&](Device& device) {
     if (!device.account.slot()) return;
     const Arbiter& arbiter = device.account.arbiter();
-    if (!scheduler::holds_token(arbiter) && arbiter.lane_is_shared()) switched_out = true;
+    if (!scheduler::holds_token(arbiter) && arbiter.hands_memory_over()) switched_out = true;
   });
   return switched_out && give_back_and_count(has_framework_cache() && can_empty_framework_caches(), "switched out");
 }

@@ -88,14 +88,15 @@ void note_in_flight(CUstream stream) {
 
 // What this job would take to allocate again what it gives back at a
 // switch: in a shared lane, what it holds beyond P (its iteration's memory,
-// in use or cached) goes back before a lane-mate runs, and comes again in
-// its next turn, at the driver's rate (allocator/allocation_rate.h).
+// in use or cached) goes back before a lane-mate runs, if more than the
+// lane's slack, and comes again in its next turn, at the driver's rate
+// (allocator/allocation_rate.h).
 uint64_t reallocation_after_switch_ns() {
   if (!switch_cost_tracked()) return 0;  // nothing to publish it to
   uint64_t bytes = 0;
   allocator::for_each_attached_device([&](allocator::Device& device) {
     const shm::Slot* slot = device.account.slot();
-    if (slot && device.account.arbiter().lane_is_shared()) bytes += shm::ephemeral_now(*slot);
+    if (slot && device.account.arbiter().hands_memory_over()) bytes += shm::ephemeral_now(*slot);
   });
   return allocator::expected_allocation_ns(bytes);
 }

@@ -78,19 +78,28 @@ void forget_switch_cost_after_fork();
 void note_give_back_before_switch(shm::Slot* slot, uint64_t ns);
 void add_memory_call_ns(uint64_t ns);
 
-// Around each memory hook: its time counts while a measure is open. Two
-// clock reads then; one relaxed load otherwise.
+// Around each memory hook: its time counts while a measure is open, less
+// what it waited for the token inside (an ephemeral allocation waits for
+// its turn: other jobs' turns are no cost of this job's switch, and counted
+// in they made turns of seconds among many jobs). Two clock reads then; one
+// relaxed load otherwise.
 class MemoryCallTime {
  public:
-  MemoryCallTime() : start_(g_measuring_switch_cost.load(std::memory_order_relaxed) ? mono_now_ns() : 0) {}
+  MemoryCallTime() : start_(g_measuring_switch_cost.load(std::memory_order_relaxed) ? mono_now_ns() : 0) {
+    if (start_ != 0) waited_ = scheduler::token_wait_ns_of_thread();
+  }
   ~MemoryCallTime() {
-    if (start_ != 0) add_memory_call_ns(mono_now_ns() - start_);
+    if (start_ == 0) return;
+    const uint64_t took = mono_now_ns() - start_;
+    const uint64_t waited = scheduler::token_wait_ns_of_thread() - waited_;
+    if (took > waited) add_memory_call_ns(took - waited);
   }
   MemoryCallTime(const MemoryCallTime&) = delete;
   MemoryCallTime& operator=(const MemoryCallTime&) = delete;
 
  private:
   uint64_t start_;
+  uint64_t waited_ = 0;
 };
 
 }  // namespace gshare::runtime

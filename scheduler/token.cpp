@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/tunables.h"
 #include "shm/futex.h"
+#include "shm/lane_space.h"
 #include "shm/region.h"
 #include "shm/tokens.h"
 
@@ -82,6 +83,11 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   Region& r = *arbiter.region();
   const Policy policy = region_policy(r.header);
   const double rate = page_in_rate(r);
+  // Lane-mates per lane: only a job that shares its lane hands memory over
+  // at a switch (Arbiter::hands_memory_over), counted once here.
+  uint32_t members[shm::kMaxLanes] = {};
+  for (const Slot& s : r.slots)
+    if (s.state == shm::kSlotLive && s.lane < shm::kMaxLanes) ++members[s.lane];
   t.count = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     t.index_of_slot[i] = -1;
@@ -98,7 +104,14 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     j.vtime_ns = s.vtime_ns;
     j.remaining_ns = remaining_ns(s);
     j.switch_cost_ns = s.switch_cost_ns.load(std::memory_order_relaxed);
-    j.switch_memory_ns = s.switch_memory_ns.load(std::memory_order_relaxed);
+    // What its switches cost in memory counts only while they still move
+    // memory: a job measured in a shared lane (provisional jobs all share
+    // one) and since alone in its own, or one whose lane-mates need none
+    // of its memory, gives nothing back, and turns lengthened by the old
+    // figure would be the grain of every other job's share.
+    const bool moves_memory =
+        s.lane < shm::kMaxLanes && members[s.lane] > 1 && shm::lane_needs_its_memory(r.header, s);
+    j.switch_memory_ns = moves_memory ? s.switch_memory_ns.load(std::memory_order_relaxed) : 0;
     if (rate > 0) {
       // While paging is active a switch to this job moves its memory (one
       // job's out, its own in), whether or not a prefetch hides that: its
@@ -499,13 +512,26 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
                 policy_name(asked), gpu_uuid, policy_name(running), policy_name(running));
 }
 
+namespace {
+thread_local uint64_t t_token_wait_ns = 0;
+
+// Adds a wait's time to the thread's total however the wait returns.
+struct CountTokenWait {
+  uint64_t began = mono_now_ns();
+  ~CountTokenWait() { t_token_wait_ns += mono_now_ns() - began; }
+};
+}  // namespace
+
+uint64_t token_wait_ns_of_thread() { return t_token_wait_ns; }
+
 bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline_ns) {
   Region& r = *arbiter.region();
   RegionHeader& h = r.header;
   const int own = arbiter.own_slot();
   Slot& me = r.slots[own];
   HolderWatch watch;
-  const uint64_t began = mono_now_ns();
+  const CountTokenWait counted;
+  const uint64_t began = counted.began;
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
     if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) {

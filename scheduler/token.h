@@ -69,6 +69,11 @@ void join_token(shm::Arbiter& arbiter, const JobSettings& settings, const char* 
 bool wait_for_token(shm::Arbiter& arbiter, void (*while_waiting)() = nullptr,
                     uint64_t deadline_ns = UINT64_MAX);
 
+// Nanoseconds the calling thread has spent in wait_for_token so far: a
+// memory call's time, less what it waited for its turn inside, is what it
+// cost (runtime/switch_cost.h).
+uint64_t token_wait_ns_of_thread();
+
 // Whether the holder's slice has run GSHARE_SLICE_MAX_MS past its end:
 // then it ends at the holder's next launch or sync, mid-iteration or not.
 bool slice_past_limit(const shm::Token& token, const shm::Slot& holder, uint64_t now);

@@ -199,6 +199,10 @@ bool Arbiter::lane_is_shared(int slot) const {
   return false;
 }
 
+bool Arbiter::hands_memory_over(int slot) const {
+  return lane_needs_its_memory(file_.region->header, file_.region->slots[slot]) && lane_is_shared(slot);
+}
+
 bool Arbiter::holds_unsettled_memory(int slot) const {
   const Region& r = *file_.region;
   const Slot& s = r.slots[slot];

@@ -140,6 +140,14 @@ class Arbiter {
   bool lane_is_shared() const { return lane_is_shared(own_slot_); }
   bool lane_is_shared(int slot) const;
 
+  // Whether a switch to or from the job in `slot` moves memory: it shares
+  // its lane, and a lane-mate needs its memory back (lane_needs_its_memory,
+  // shm/lane_space.h). Then it gives its cache back
+  // when switched out, and the policy lengthens its turns by what that
+  // costs. A racy read, like lane_is_shared.
+  bool hands_memory_over() const { return hands_memory_over(own_slot_); }
+  bool hands_memory_over(int slot) const;
+
   // Whether the job in `slot` holds ephemeral memory (beyond a slack of
   // C/64) that another job may need if it lost its token now. A job alone
   // in its lane within its learned E is settled whatever it holds: the lane

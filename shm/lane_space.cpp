@@ -60,6 +60,13 @@ uint64_t lane_slack(const RegionHeader& h) {
   return std::max<uint64_t>(tunables::kLaneSlackMinBytes, h.capacity_bytes / tunables::kLaneSlackDivisor);
 }
 
+bool lane_needs_its_memory(const RegionHeader& h, const Slot& s) {
+  const uint64_t slack = lane_slack(h);
+  const uint64_t reserved = __atomic_load_n(&h.reserved_bytes, __ATOMIC_RELAXED);
+  const bool tight = reserved + slack > h.capacity_bytes;
+  return tight || std::max(s.ephemeral_bytes, ephemeral_now(s)) > slack;
+}
+
 // A lane's holder that sits idle (the token neither held nor wanted, no
 // memory waited for, no thread in a host sync) holds its space no longer:
 // a program that allocates and then waits for its user, or a framework's

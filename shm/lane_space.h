@@ -40,6 +40,13 @@ int gather_lane_jobs(const Region& r, int own, uint64_t own_p, uint64_t own_e, r
 // iterations: max(C/64, 64 MiB).
 uint64_t lane_slack(const RegionHeader& h);
 
+// Whether a lane-mate of this job needs its ephemeral memory back at a
+// switch: the job's iteration (its learned E, or what it holds beyond P
+// now) is more than the lane's slack, or the GPU has less than a slack
+// free. Otherwise lane-mates hold their slack beside each other, and a
+// cache given back would only be allocated again in the job's next turn.
+bool lane_needs_its_memory(const RegionHeader& h, const Slot& s);
+
 // Whether a lane's holder sits idle and so holds its space no longer.
 bool lane_holder_settled(const Slot& s);
 

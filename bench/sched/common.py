@@ -195,6 +195,13 @@ class MpsDaemon:
         if code != 0:
             sys.exit(f"SCHED_MPS=1: {control} -d failed ({code}): {stderr or stdout}")
         os.environ.update(self.env)
+        # A client's CUDA_VISIBLE_DEVICES counts among the devices the server
+        # sees, which are the daemon's: the part's GPU 3 is the clients' 0.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        self.visible = visible
+        if visible:
+            count = len([d for d in visible.split(",") if d.strip()])
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(count))
 
     def stop(self):
         """Asks the daemon to quit (it stops its server once the clients,
@@ -206,6 +213,8 @@ class MpsDaemon:
             pass
         for key in self.env:
             os.environ.pop(key, None)
+        if self.visible is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = self.visible
 
     def server_log(self, lines=5):
         return tail(pathlib.Path(self.env["CUDA_MPS_LOG_DIRECTORY"]) / "server.log", lines)

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "shm/arbiter.h"
+#include "shm/lane_space.h"
 #include "shm/region.h"
 #include "shm/robust_mutex.h"
 #include "shm/snapshot.h"
@@ -476,4 +477,31 @@ TEST_CASE("a dead owner's lock is still repaired, and what an unmapped region le
   m->__data.__owner = 0;
   close_region(&file);
   CHECK_FALSE(robust_mutex_unusable(m, nullptr, 0));
+}
+
+TEST_CASE("a lane-mate needs a job's memory back only past the lane's slack, or on a nearly full GPU") {
+  // The slack is C/64: 1 GiB here. Lane-mates below it hold their caches
+  // beside each other; a job that gave its cache back at every switch
+  // would only allocate it again in its next turn.
+  static RegionHeader h{};
+  static Slot s{};
+  h.capacity_bytes = 64 * kGiB;
+  h.reserved_bytes = 10 * kGiB;
+  s.persistent_bytes = kGiB;
+  s.reserved_bytes = kGiB + 100 * (kGiB / 1024);  // 100 MiB beyond P
+  s.ephemeral_bytes = 100 * (kGiB / 1024);
+  REQUIRE(lane_slack(h) == kGiB);
+  CHECK_FALSE(lane_needs_its_memory(h, s));
+  SECTION("its learned iteration is larger than the slack") {
+    s.ephemeral_bytes = 2 * kGiB;
+    CHECK(lane_needs_its_memory(h, s));
+  }
+  SECTION("it holds more than the slack beyond P now") {
+    s.reserved_bytes = 3 * kGiB;
+    CHECK(lane_needs_its_memory(h, s));
+  }
+  SECTION("the GPU has less than a slack free") {
+    h.reserved_bytes = 63 * kGiB + kGiB / 2;
+    CHECK(lane_needs_its_memory(h, s));
+  }
 }
