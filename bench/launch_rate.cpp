@@ -20,12 +20,19 @@
 //       driver's own function (bench/direct_driver.h), medians of each. The
 //       ratio is the hooked launch rate over the direct one; run natively, both
 //       are the same function and the ratio is the noise floor.
+//   {"benchmark":"request_ab","hooked_ns":H,"direct_ns":D,"added_ns":H-D,...}
+//       the same alternation for an inference request's host path: 32
+//       launches, a 4-byte copy to the host and a stream sync (what a
+//       forward pass ending in .item() asks of the driver), timed whole.
+//       Under the preload `added_ns` is gshare's cost per request, syncs
+//       and their bookkeeping included; natively it is the noise floor.
 //
 // The kernel comes from PTX text (JIT-compiled by the driver for whatever
 // GPU is present), so the program needs no nvcc and runs on any GPU.
 #include <cuda.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +106,54 @@ void launch_ab(CUfunction kernel, CUstream stream, unsigned long launches, unsig
          rounds, burst, h, d, h - d, d / h);
 }
 
+// Alternates timed bursts of requests (kRequestLaunches launches, a small
+// copy to the host, a sync) through the linked functions and through the
+// driver's own; medians of ns per request.
+constexpr int kRequestLaunches = 32;
+void request_ab(CUfunction kernel, CUstream stream, unsigned long requests, unsigned long burst) {
+  using Launch = decltype(&cuLaunchKernel);
+  using Copy = decltype(&cuMemcpyDtoHAsync_v2);
+  using Sync = decltype(&cuStreamSynchronize);
+  struct Path {
+    Launch launch;
+    Copy copy;
+    Sync sync;
+  };
+  const Path hooked{&cuLaunchKernel, &cuMemcpyDtoHAsync_v2, &cuStreamSynchronize};
+  const Path direct{reinterpret_cast<Launch>(bench::driver_symbol("cuLaunchKernel")),
+                    reinterpret_cast<Copy>(bench::driver_symbol("cuMemcpyDtoHAsync_v2")),
+                    reinterpret_cast<Sync>(bench::driver_symbol("cuStreamSynchronize"))};
+  if (!direct.launch || !direct.copy || !direct.sync) {
+    fprintf(stderr, "launch_rate: cannot find libcuda's own launch, copy or sync\n");
+    return;
+  }
+  CUdeviceptr value;
+  CHECK(cuMemAlloc(&value, 4));
+  CHECK(cuMemsetD32(value, 0, 1));
+  uint32_t host_value = 0;
+  std::vector<double> hooked_ns, direct_ns;
+  const unsigned long rounds = (requests + 2 * burst - 1) / (2 * burst);
+  for (unsigned long r = 0; r < rounds; ++r) {
+    for (int side = 0; side < 2; ++side) {
+      const bool use_hooked = (side == 0) == (r % 2 == 0);
+      const Path& f = use_hooked ? hooked : direct;
+      Clock::time_point start = Clock::now();
+      for (unsigned long q = 0; q < burst; ++q) {
+        for (int i = 0; i < kRequestLaunches; ++i)
+          CHECK(f.launch(kernel, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr));
+        CHECK(f.copy(&host_value, value, sizeof host_value, stream));
+        CHECK(f.sync(stream));
+      }
+      (use_hooked ? hooked_ns : direct_ns).push_back(seconds_between(start, Clock::now()) * 1e9 / double(burst));
+    }
+  }
+  CHECK(cuMemFree(value));
+  const double h = bench::median(hooked_ns), d = bench::median(direct_ns);
+  printf("{\"benchmark\":\"request_ab\",\"rounds\":%lu,\"burst\":%lu,\"launches_per_request\":%d,"
+         "\"hooked_ns\":%.2f,\"direct_ns\":%.2f,\"added_ns\":%.2f}\n",
+         rounds, burst, kRequestLaunches, h, d, h - d);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,6 +207,8 @@ int main(int argc, char** argv) {
          timed, burst, host_seconds, double(timed) / host_seconds, host_seconds * 1e9 / double(timed));
 
   launch_ab(kernel, stream, launches, burst);
+  // Requests of 32 launches: a tenth as many, in bursts of 20.
+  request_ab(kernel, stream, launches / (10 * kRequestLaunches) * 10, 20);
 
   CHECK(cuStreamDestroy(stream));
   CHECK(cuDevicePrimaryCtxRelease(device));

@@ -101,6 +101,8 @@ def summarize_row(key, runs):
 AB_ROWS = {
     "launch_ab": ("launch, host side: hooked / direct rate", "ratio", "",
                   "ratio_at_least", 0.98),
+    "request_ab": ("request (32 launches, copy, sync): hooked - direct", "added_ns", "ns",
+                   "added_at_most", 10000),
     "alloc_free_ab_1MiB": ("alloc+free 1 MiB: hooked - direct", "added_ns", "ns",
                            "added_at_most", 1000),
     "alloc_free_ab_64MiB": ("alloc+free 64 MiB: hooked - direct", "added_ns", "ns",

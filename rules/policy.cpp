@@ -145,13 +145,23 @@ void charge(Job& job, uint64_t ns) {
   if (job.remaining_ns != kForever) job.remaining_ns = job.remaining_ns > ns ? job.remaining_ns - ns : 0;
 }
 
-void activate(Policy policy, Job* jobs, int count, int index) {
+uint64_t least_active_vtime(const Job* jobs, int count) {
+  uint64_t least = kForever;
+  for (int i = 0; i < count; ++i)
+    if (jobs[i].active && jobs[i].vtime_ns < least) least = jobs[i].vtime_ns;
+  return least;
+}
+
+bool keeps_vtime_floor(Policy policy) { return policy == Policy::kFair || policy == Policy::kPrefetch; }
+
+void activate(Policy policy, Job* jobs, int count, int index, uint64_t floor_ns) {
   uint64_t least = kForever;
   for (int i = 0; i < count; ++i) {
     if (i == index || !jobs[i].active) continue;
     if (policy == Policy::kPriority && jobs[i].priority != jobs[index].priority) continue;
     if (jobs[i].vtime_ns < least) least = jobs[i].vtime_ns;
   }
+  if (floor_ns > 0 && (least == kForever || least < floor_ns)) least = floor_ns;
   // One turn of credit: a job idle only between two of its iterations (its
   // own sync after a hand-over, a process the CPU got to late) keeps its
   // place; one idle for long comes back no further behind than that.

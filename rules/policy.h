@@ -103,8 +103,22 @@ void charge(Job& job, uint64_t ns);
 // `jobs[index]` becomes active: it starts no further behind on the fair
 // clock than one of its turns (turn_ns on its clock) behind the least vtime
 // of the other active jobs (under priority, of those of its own priority: a
-// starved lower job is no reference). The turn of credit keeps the place of
-// a job idle only between two of its iterations.
-void activate(Policy policy, Job* jobs, int count, int index);
+// starved lower job is no reference), nor behind `floor_ns`: the highest
+// the least vtime of the active jobs has been (RegionHeader::vtime_floor_ns),
+// which remembers what jobs ran while this one was away even when none is
+// active as it comes back. Without it, jobs that come when all others are
+// idle (at a common start, after setting up one after another) keep the
+// vtime they had, however far behind, and run ahead of the others until
+// they catch up. The turn of credit keeps the place of a job idle only
+// between two of its iterations.
+void activate(Policy policy, Job* jobs, int count, int index, uint64_t floor_ns = 0);
+
+// The least vtime of the active jobs (kForever if none is active).
+uint64_t least_active_vtime(const Job* jobs, int count);
+
+// Whether `policy` keeps a GPU-wide vtime floor: those with one token whose
+// order follows vtime (fair, prefetch). Under pack each lane's token has its
+// own clock; under priority each priority its own.
+bool keeps_vtime_floor(Policy policy);
 
 }  // namespace gshare::rules

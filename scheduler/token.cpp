@@ -234,6 +234,25 @@ void add_share(Slot& s, uint64_t from, uint64_t to) {
 }
 
 // Charges the holder of token `k` for its token time up to `now`.
+// Raises the GPU's vtime floor to the least vtime of the active jobs
+// (rules::activate), from `table` when given, else from the slots.
+void raise_vtime_floor_locked(Arbiter& arbiter, int k, const JobTable* table) {
+  RegionHeader& h = arbiter.region()->header;
+  if (!keeps_vtime_floor(region_policy(h))) return;
+  uint64_t least = rules::kForever;
+  if (table) {
+    least = least_active_vtime(table->jobs, table->count);
+  } else {
+    const Region& r = *arbiter.region();
+    for (uint32_t i = 0; i < kMaxSlots; ++i) {
+      const Slot& s = r.slots[i];
+      if (s.state != shm::kSlotLive || token_index(r, int(i)) != k) continue;
+      if (s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning) least = std::min(least, s.vtime_ns);
+    }
+  }
+  if (least != rules::kForever && least > h.vtime_floor_ns) h.vtime_floor_ns = least;
+}
+
 void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
   int slot = holder_slot_locked(arbiter, k);
   if (slot < 0) return;
@@ -255,6 +274,7 @@ void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
       j->remaining_ns = remaining_ns(s);
     }
   }
+  raise_vtime_floor_locked(arbiter, k, table);
 }
 
 // A turn is as long as the holder's switch cost says now (`turn`), not
@@ -457,7 +477,8 @@ void mark_waiting_locked(Arbiter& arbiter, uint64_t now) {
   gather_locked(arbiter, token_index(r, arbiter.own_slot()), t);
   int index = t.index(arbiter.own_slot());
   if (index >= 0) {
-    activate(region_policy(r.header), t.jobs, t.count, index);
+    const Policy policy = region_policy(r.header);
+    activate(policy, t.jobs, t.count, index, keeps_vtime_floor(policy) ? r.header.vtime_floor_ns : 0);
     me.vtime_ns = t.jobs[index].vtime_ns;
   }
   me.job_state = shm::kJobWaiting;

@@ -296,7 +296,11 @@ struct alignas(64) RegionHeader {
   uint64_t reclaimed_slots;  // dead owners cleaned up
   uint64_t admission_timeouts;  // allocations on this GPU that gave up waiting, ended jobs included
   uint64_t admission_waits;     // allocations on this GPU that had to wait, ended jobs included
-  uint64_t padding1[2];
+  // The least vtime of the active jobs, never lowered (single-token fair
+  // policies): a job that becomes active starts no further behind it than
+  // one turn (rules::activate), even when no other job is active then.
+  uint64_t vtime_floor_ns;
+  uint64_t padding1;
 
   // --- the launch token: written under the lock ---
   // Waiters sleep on token_futex (FUTEX_WAIT on the shared mapping); it is

@@ -14,6 +14,8 @@ using gshare::rules::bounds_in_flight;
 using gshare::rules::charge;
 using gshare::rules::Job;
 using gshare::rules::kForever;
+using gshare::rules::keeps_vtime_floor;
+using gshare::rules::least_active_vtime;
 using gshare::rules::paging_weight;
 using gshare::parse_policy;
 using gshare::rules::pick_next;
@@ -239,6 +241,34 @@ TEST_CASE("activate ignores inactive jobs and keeps the vtime of a job that is a
   jobs[0].vtime_ns = 0;
   activate(Policy::kFair, jobs.data(), 3, 0);
   CHECK(jobs[0].vtime_ns == 10);
+}
+
+TEST_CASE("a job that becomes active when none is starts no further behind than the vtime floor") {
+  // Job 0 set up first and ran alone to vtime 630 ms, which the floor
+  // remembers; it now waits at a start barrier, idle. Jobs 1 and 2 arrive
+  // after it with vtime 0 while nobody is active: at the floor (less a
+  // turn), so at the common start job 0 waits one turn, not until both
+  // have run 630 ms.
+  constexpr uint64_t kMs = 1'000'000;
+  std::vector<Job> jobs = active_jobs(3);
+  for (Job& j : jobs) {
+    j.active = false;
+    j.turn_ns = 20 * kMs;
+  }
+  jobs[0].vtime_ns = 630 * kMs;
+  const uint64_t floor = 630 * kMs;
+  activate(Policy::kFair, jobs.data(), 3, 1, floor);
+  CHECK(jobs[1].vtime_ns == 610 * kMs);
+  activate(Policy::kFair, jobs.data(), 3, 2, floor);
+  CHECK(jobs[2].vtime_ns == 610 * kMs);
+  CHECK(least_active_vtime(jobs.data(), 3) == 610 * kMs);
+  // A floor below the active jobs changes nothing.
+  jobs[0].vtime_ns = 0;
+  activate(Policy::kFair, jobs.data(), 3, 0, 100 * kMs);
+  CHECK(jobs[0].vtime_ns == 590 * kMs);
+  CHECK(keeps_vtime_floor(Policy::kFair));
+  CHECK_FALSE(keeps_vtime_floor(Policy::kPack));
+  CHECK_FALSE(keeps_vtime_floor(Policy::kPriority));
 }
 
 // ---------------------------------------------------------------------------
