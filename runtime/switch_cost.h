@@ -80,9 +80,8 @@ void add_memory_call_ns(uint64_t ns);
 
 // Around each memory hook: its time counts while a measure is open, less
 // what it waited for the token inside (an ephemeral allocation waits for
-// its turn: other jobs' turns are no cost of this job's switch, and counted
-// in they made turns of seconds among many jobs). Two clock reads then; one
-// relaxed load otherwise.
+// its turn, and other jobs' turns are no cost of this job's switch). Two
+// clock reads then; one relaxed load otherwise.
 class MemoryCallTime {
  public:
   MemoryCallTime() : start_(g_measuring_switch_cost.load(std::memory_order_relaxed) ? mono_now_ns() : 0) {

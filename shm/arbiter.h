@@ -142,9 +142,9 @@ class Arbiter {
 
   // Whether a switch to or from the job in `slot` moves memory: it shares
   // its lane, and a lane-mate needs its memory back (lane_needs_its_memory,
-  // shm/lane_space.h). Then it gives its cache back
-  // when switched out, and the policy lengthens its turns by what that
-  // costs. A racy read, like lane_is_shared.
+  // shm/lane_space.h). Then it gives its cache back when switched out, and
+  // the policy lengthens its turns by what that costs. A racy read, like
+  // lane_is_shared.
   bool hands_memory_over() const { return hands_memory_over(own_slot_); }
   bool hands_memory_over(int slot) const;
 
