@@ -171,6 +171,7 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
   // The holder's time since accounted_mono_ns is in no counter yet.
   uint64_t unaccounted_ns = p->holds_token ? elapsed_since(s.accounted_mono_ns, now_mono_ns) : 0;
   p->served_ns = s.served_ns + unaccounted_ns;
+  p->vtime_ns = s.vtime_ns;
   p->granted = s.granted;
   p->switches = s.switches;
   p->switch_ns = s.switch_ns;
@@ -215,6 +216,7 @@ GpuSnapshot snapshot_region(const std::string& path) {
   gpu.sampled_mono_ns = now_mono_ns;
   gpu.policy = policy_text(h.policy);
   gpu.handovers = h.handovers;
+  gpu.vtime_floor_ns = h.vtime_floor_ns;
   gpu.switches = h.switches;
   gpu.switch_ns_total = h.switch_ns_total;
   gpu.switch_ns_max = h.switch_ns_max;

@@ -45,6 +45,7 @@ struct ProcessSnapshot {
   uint64_t expected_ns = 0;        // GSHARE_EXPECTED_SECONDS; 0: not given
   uint64_t expected_iters = 0;     // GSHARE_EXPECTED_ITERS; 0: not given
   uint64_t served_ns = 0;          // token time received, up to the copy
+  uint64_t vtime_ns = 0;           // fair's clock: served / weight, as lifted on becoming active
   uint64_t granted = 0;            // times given the token
   // Switches to this job that reached its first launch, and their cost:
   // grant to first launch (scheduler/token.h).
@@ -113,6 +114,7 @@ struct GpuSnapshot {
   std::string policy = "unknown";  // policy_name, "unknown" before one is set
   int32_t holder_slot = -1;        // slot of the live process holding the token; -1: nobody
   uint64_t handovers = 0;          // times the token changed hands
+  uint64_t vtime_floor_ns = 0;     // the least vtime of the active jobs, never lowered (fair, prefetch)
   // Switches that reached the new holder's first launch, and their cost,
   // since the region was created (ended jobs included).
   uint64_t switches = 0;

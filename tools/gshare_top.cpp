@@ -30,6 +30,8 @@
 //       "holder_slot": N|null,          the live process holding the launch token (pack: lane 0's)
 //       "holder_pid": N|null,
 //       "handovers": N,                 times a token changed hands
+//       "vtime_floor_ms": X,            the least vtime of the active jobs, never lowered
+//                                       (fair, prefetch): no job becomes active behind it
 //       "switches": N,                  handovers that reached the new holder's first launch
 //       "switch_ns_total": N,           their cost in all: grant to first launch (scheduler/token.h)
 //       "switch_ns_max": N|null,        the largest; null: no switch yet
@@ -61,6 +63,8 @@
 //          "gpu_share_10s": X,          0..1: share of the last 10 s it held the token
 //                                       (of its lifetime, at least 1 s, if younger)
 //          "served_ms": X,              total time it held the token
+//          "vtime_ms": X,               fair's clock: served / weight, as lifted when it
+//                                       became active (rules::activate); the least runs next
 //          "wait_ms": X,                total time it waited for the token, current wait included
 //          "granted": N,                times it was given the token
 //          "switches": N,               switches to it that reached its first launch

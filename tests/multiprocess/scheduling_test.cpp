@@ -154,6 +154,17 @@ FairRun run_fair_pair(const char* weight_a, const char* handover) {
   nlohmann::json top = gpu.top_json();
   REQUIRE(top["gpus"][0]["processes"].size() == 2);
   int handovers = top["gpus"][0]["handovers"].get<int>();
+  // fair's clock: each job's vtime has run (token time over its weight),
+  // and the GPU's floor, the least vtime of the active jobs at some moment,
+  // is past none of them (both are idle now, their loops done).
+  double most_vtime = 0;
+  for (const nlohmann::json& p : top["gpus"][0]["processes"]) {
+    CHECK(p["vtime_ms"].get<double>() > 0);
+    CHECK(p["vtime_ms"].get<double>() <= p["served_ms"].get<double>() / p["weight"].get<double>() + 100);
+    most_vtime = std::max(most_vtime, p["vtime_ms"].get<double>());
+  }
+  CHECK(top["gpus"][0]["vtime_floor_ms"].get<double>() > 0);
+  CHECK(top["gpus"][0]["vtime_floor_ms"].get<double>() <= most_vtime);
   return {double(kernel_time_in(ka, w)) / busy, double(kernel_time_in(kb, w)) / busy,
           double(overlap_between(ka, kb)) / double(w.length()), median(slice_lengths_ms(all)),
           double(overlap_between(ka, kb)) / 1e6, handovers, switches_of(top["gpus"][0])};
