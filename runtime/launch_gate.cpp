@@ -296,6 +296,34 @@ void note_memory_event(bool allocation) {
   if (iterations::observing()) iterations::record_memory_event(allocation, allocator::process_launches(), mono_now_ns());
 }
 
+namespace {
+// Whether the job has neither launched nor synchronised on this GPU since
+// the last tick, nor waits for its work now: it holds the token idle
+// (scheduler::account_token_time). Upkeep thread only.
+bool held_idle(const shm::Slot& slot) {
+  struct Seen {
+    const shm::Slot* slot = nullptr;
+    uint64_t launches = 0, syncs = 0;
+  };
+  static Seen seen[allocator::kMaxDevices];
+  const uint64_t launches = slot.launches.load(std::memory_order_relaxed);
+  const uint64_t syncs = slot.syncs.load(std::memory_order_relaxed);
+  const bool busy = slot.gpu_waits.load(std::memory_order_relaxed) != 0;
+  Seen* entry = nullptr;
+  for (Seen& s : seen) {
+    if (s.slot == &slot) {
+      entry = &s;
+      break;
+    }
+    if (!entry && !s.slot) entry = &s;
+  }
+  if (!entry) return false;
+  const bool idle = entry->slot == &slot && entry->launches == launches && entry->syncs == syncs && !busy;
+  *entry = {&slot, launches, syncs};
+  return idle;
+}
+}  // namespace
+
 void scheduler_tick() {
   uint64_t launches = allocator::process_launches();
   uint64_t now = mono_now_ns();
@@ -315,7 +343,7 @@ void scheduler_tick() {
     slot->iteration_ns.store(estimate.iteration_ns, std::memory_order_relaxed);
     slot->iteration_launches.store(estimate.launches_per_iteration, std::memory_order_relaxed);
     if (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen)
-      account_token_time(device.account.arbiter());
+      account_token_time(device.account.arbiter(), held_idle(*slot));
   });
 }
 

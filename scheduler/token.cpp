@@ -762,11 +762,17 @@ void note_handover_began(Arbiter& arbiter, uint64_t now) {
   arbiter.update([&] { me.handover_began_mono_ns = now; });
 }
 
-void account_token_time(Arbiter& arbiter) {
+void account_token_time(Arbiter& arbiter, bool idle) {
   arbiter.update([&] {
     int k = token_index(*arbiter.region(), arbiter.own_slot());
-    if (holder_slot_locked(arbiter, k) == arbiter.own_slot())
-      account_locked(arbiter, k, nullptr, mono_now_ns());
+    if (holder_slot_locked(arbiter, k) != arbiter.own_slot()) return;
+    const uint64_t now = mono_now_ns();
+    Slot& me = arbiter.region()->slots[arbiter.own_slot()];
+    if (idle) {
+      if (now > me.accounted_mono_ns) me.accounted_mono_ns = now;
+      return;
+    }
+    account_locked(arbiter, k, nullptr, now);
   });
 }
 

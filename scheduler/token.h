@@ -146,6 +146,12 @@ void note_handover_began(shm::Arbiter& arbiter, uint64_t now);
 
 // Counts the holder's token time so far: gshare-top's share and fair's
 // clock stay current during a long slice. Called by the upkeep thread.
-void account_token_time(shm::Arbiter& arbiter);
+// `idle`: the holder has neither launched nor synchronised since the last
+// call, nor waits for its work: the time since is not charged. A job keeps
+// the token while nobody else wants it, and on fair's clock a job that sat
+// idle with it (its set-up done, waiting for a common start) would come
+// back that much ahead of the others; jobs placed against it as they
+// arrive would inherit the lead.
+void account_token_time(shm::Arbiter& arbiter, bool idle = false);
 
 }  // namespace gshare::scheduler

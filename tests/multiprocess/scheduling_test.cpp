@@ -513,3 +513,20 @@ TEST_CASE("a holder that never syncs cannot starve the others: every wait ends w
   CHECK(trained_s < 8);
   CHECK(holder.release().rfind("train ok", 0) == 0);  // it ran throughout
 }
+
+TEST_CASE("under fair, a holder sitting idle with nobody waiting is not charged for that time") {
+  // Its set-up done, a job waits (for a common start, for its user) and
+  // keeps the token, since nobody else wants it. Charged for that, it
+  // would come back seconds ahead on fair's clock, and every job that
+  // arrived meanwhile would be placed against that lead.
+  TestGpu gpu;
+  Client job(gpu, {{"GSHARE_POLICY", "fair"}});
+  REQUIRE(job.send("init") == "init ok");
+  CHECK(words(job.send("train 20 1 2000 sync 0", 20)).at(1) == "ok");
+  usleep(2'000'000);
+  nlohmann::json p = gpu.top_process(job.pid());
+  INFO(p.dump());
+  CHECK(p["holds_token"] == true);  // nobody asked for it
+  CHECK(p["served_ms"].get<double>() < 600);
+  CHECK(p["vtime_ms"].get<double>() < 600);
+}
