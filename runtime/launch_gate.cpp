@@ -297,29 +297,22 @@ void note_memory_event(bool allocation) {
 }
 
 namespace {
-// Whether the job has neither launched nor synchronised on this GPU since
+// Whether the job has neither launched nor synchronised on `device` since
 // the last tick, nor waits for its work now: it holds the token idle
 // (scheduler::account_token_time). Upkeep thread only.
-bool held_idle(const shm::Slot& slot) {
+bool held_idle(const allocator::Device& device, const shm::Slot& slot) {
   struct Seen {
-    const shm::Slot* slot = nullptr;
+    const shm::Slot* slot = nullptr;  // another slot (a new attach): nothing seen yet
     uint64_t launches = 0, syncs = 0;
   };
   static Seen seen[allocator::kMaxDevices];
+  if (device.ordinal < 0 || device.ordinal >= allocator::kMaxDevices) return false;
+  Seen& last = seen[device.ordinal];
   const uint64_t launches = slot.launches.load(std::memory_order_relaxed);
   const uint64_t syncs = slot.syncs.load(std::memory_order_relaxed);
   const bool busy = slot.gpu_waits.load(std::memory_order_relaxed) != 0;
-  Seen* entry = nullptr;
-  for (Seen& s : seen) {
-    if (s.slot == &slot) {
-      entry = &s;
-      break;
-    }
-    if (!entry && !s.slot) entry = &s;
-  }
-  if (!entry) return false;
-  const bool idle = entry->slot == &slot && entry->launches == launches && entry->syncs == syncs && !busy;
-  *entry = {&slot, launches, syncs};
+  const bool idle = last.slot == &slot && last.launches == launches && last.syncs == syncs && !busy;
+  last = {&slot, launches, syncs};
   return idle;
 }
 }  // namespace
@@ -343,7 +336,7 @@ void scheduler_tick() {
     slot->iteration_ns.store(estimate.iteration_ns, std::memory_order_relaxed);
     slot->iteration_launches.store(estimate.launches_per_iteration, std::memory_order_relaxed);
     if (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen)
-      account_token_time(device.account.arbiter(), held_idle(*slot));
+      account_token_time(device.account.arbiter(), held_idle(device, *slot));
   });
 }
 
