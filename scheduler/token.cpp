@@ -78,6 +78,9 @@ double page_in_rate(const Region& r) {
   return double(bytes) / (double(ns) / 1e9);
 }
 
+// Whether the job wants the token or holds it: active on fair's clock.
+bool wants_token(const Slot& s) { return s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning; }
+
 // The live jobs that compete for token `k`.
 void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   Region& r = *arbiter.region();
@@ -96,7 +99,7 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     if (token_index(r, int(i)) != k) continue;
     Job& j = t.jobs[t.count];
     j.id = int(i);
-    j.active = s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning;
+    j.active = wants_token(s);
     j.arrival_ns = s.arrival_mono_ns;
     j.weight = s.weight ? s.weight : 1;
     j.priority = s.priority;
@@ -247,7 +250,7 @@ void raise_vtime_floor_locked(Arbiter& arbiter, int k, const JobTable* table) {
     for (uint32_t i = 0; i < kMaxSlots; ++i) {
       const Slot& s = r.slots[i];
       if (s.state != shm::kSlotLive || token_index(r, int(i)) != k) continue;
-      if (s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning) least = std::min(least, s.vtime_ns);
+      if (wants_token(s)) least = std::min(least, s.vtime_ns);
     }
   }
   if (least != rules::kForever && least > h.vtime_floor_ns) h.vtime_floor_ns = least;
@@ -767,8 +770,8 @@ void account_token_time(Arbiter& arbiter, bool idle) {
     int k = token_index(*arbiter.region(), arbiter.own_slot());
     if (holder_slot_locked(arbiter, k) != arbiter.own_slot()) return;
     const uint64_t now = mono_now_ns();
-    Slot& me = arbiter.region()->slots[arbiter.own_slot()];
     if (idle) {
+      Slot& me = arbiter.region()->slots[arbiter.own_slot()];
       if (now > me.accounted_mono_ns) me.accounted_mono_ns = now;
       return;
     }
