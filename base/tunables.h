@@ -140,6 +140,13 @@ inline constexpr uint64_t kTurnPerSwitchCost = 40;
 // long for their share. A switch that frees and allocates again a large
 // GPU's memory (78 GB on an H200: 300 ms) costs 3% of a turn this long.
 inline constexpr uint64_t kMaxTurnNs = 10'000'000'000;
+// A job idle this long, or never served, comes back level with the least
+// vtime of the active jobs (rules::activate), neither behind nor ahead: the
+// turn of credit either way is for a job idle only between two of its
+// iterations, and jobs that come back together from a common start (each
+// after its own set-up) would otherwise start up to two turns apart, a
+// third of their share over a window of six rounds.
+inline constexpr uint64_t kLongIdleNs = 1'000'000'000;
 
 // --- The upkeep thread (runtime/upkeep.cpp) ---
 // Dead processes' slots are reclaimed every tick, so their bytes return

@@ -164,10 +164,15 @@ void activate(Policy policy, Job* jobs, int count, int index, uint64_t floor_ns)
   if (floor_ns > 0 && (least == kForever || least < floor_ns)) least = floor_ns;
   // One turn of credit: a job idle only between two of its iterations (its
   // own sync after a hand-over, a process the CPU got to late) keeps its
-  // place; one idle for long comes back no further behind than that.
-  const uint64_t credit = jobs[index].turn_ns / (jobs[index].weight ? jobs[index].weight : 1);
+  // place; one idle for longer comes back no further behind than that, nor
+  // further ahead; one away for long comes back level.
+  const uint64_t credit = jobs[index].away_ns >= tunables::kLongIdleNs
+                              ? 0
+                              : jobs[index].turn_ns / (jobs[index].weight ? jobs[index].weight : 1);
   if (least != kForever && least > credit && jobs[index].vtime_ns < least - credit)
     jobs[index].vtime_ns = least - credit;
+  if (least != kForever && least <= kForever - credit && jobs[index].vtime_ns > least + credit)
+    jobs[index].vtime_ns = least + credit;
   jobs[index].active = true;
 }
 

@@ -52,6 +52,9 @@ struct Job {
   // memory would take now (0: nothing of it is out).
   uint64_t turn_ns = 0;
   uint64_t bring_back_ns = 0;
+  // How long the job has been away from the GPU: since its token time was
+  // last counted; kForever if it never held the token (rules::activate).
+  uint64_t away_ns = kForever;
 };
 
 // prefetch's weight of a job: reward minus penalty, both over the same
@@ -109,8 +112,12 @@ void charge(Job& job, uint64_t ns);
 // active as it comes back. Without it, jobs that come when all others are
 // idle (at a common start, after setting up one after another) keep the
 // vtime they had, however far behind, and run ahead of the others until
-// they catch up. The turn of credit keeps the place of a job idle only
-// between two of its iterations.
+// they catch up. Nor does it start more than one turn ahead of that least
+// vtime: what it ran while the others were away (set up, warmed up, while
+// they idled) took nothing from them, and carried as a lead it would cost
+// the job its turns until they caught up. The turn either way keeps the
+// place of a job idle only between two of its iterations; one away for
+// tunables::kLongIdleNs or more starts level with that least vtime.
 void activate(Policy policy, Job* jobs, int count, int index, uint64_t floor_ns = 0);
 
 // The least vtime of the active jobs (kForever if none is active).

@@ -81,9 +81,24 @@ double page_in_rate(const Region& r) {
 // Whether the job wants the token or holds it: active on fair's clock.
 bool wants_token(const Slot& s) { return s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning; }
 
-// The live jobs that compete for token `k`.
+// Whether a job marked waiting is not: switched out at its slice's end
+// (waiting, so that it goes on when it next launches), it has had no thread
+// waiting for the token since, for its idle time. It is working on the CPU
+// or has stopped using the GPU; a grant would sit unused until a waiter
+// found it idle, and on fair's clock it would stay active with the vtime it
+// had, ahead of or behind jobs that ran meanwhile.
+bool waits_in_name_only(const Slot& s, uint64_t now) {
+  if (s.job_state != shm::kJobWaiting || s.token_waits.load(std::memory_order_relaxed) != 0) return false;
+  const uint64_t idle_ns = s.idle_ns ? s.idle_ns : 100'000'000;
+  return s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns && now - s.wait_since_mono_ns >= idle_ns;
+}
+
+// The live jobs that compete for token `k`. A job that waits in name only
+// becomes idle here: it competes again, placed on fair's clock anew
+// (rules::activate), when it next asks for the token.
 void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   Region& r = *arbiter.region();
+  const uint64_t now = mono_now_ns();
   const Policy policy = region_policy(r.header);
   const double rate = page_in_rate(r);
   // Lane-mates per lane: only a job that shares its lane hands memory over
@@ -94,9 +109,13 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   t.count = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     t.index_of_slot[i] = -1;
-    const Slot& s = r.slots[i];
+    Slot& s = r.slots[i];
     if (s.state != shm::kSlotLive || !arbiter.slot_is_live(int(i))) continue;
     if (token_index(r, int(i)) != k) continue;
+    if (waits_in_name_only(s, now) && r.header.tokens[k].holder != i + 1) {
+      s.job_state = shm::kJobIdle;
+      s.wait_since_mono_ns = 0;
+    }
     Job& j = t.jobs[t.count];
     j.id = int(i);
     j.active = wants_token(s);
@@ -105,6 +124,7 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     j.priority = s.priority;
     j.served_ns = s.served_ns;
     j.vtime_ns = s.vtime_ns;
+    j.away_ns = s.accounted_mono_ns == 0 ? kForever : now > s.accounted_mono_ns ? now - s.accounted_mono_ns : 0;
     j.remaining_ns = remaining_ns(s);
     j.switch_cost_ns = s.switch_cost_ns.load(std::memory_order_relaxed);
     // What its switches cost in memory counts only while they still move
@@ -540,9 +560,16 @@ namespace {
 thread_local uint64_t t_token_wait_ns = 0;
 
 // Adds a wait's time to the thread's total however the wait returns.
+// Counts the thread's time waiting for the token, and marks it in its slot
+// as inside the wait (Slot::token_waits).
 struct CountTokenWait {
+  explicit CountTokenWait(Slot& slot) : slot(slot) { slot.token_waits.fetch_add(1, std::memory_order_relaxed); }
+  ~CountTokenWait() {
+    slot.token_waits.fetch_sub(1, std::memory_order_relaxed);
+    t_token_wait_ns += mono_now_ns() - began;
+  }
+  Slot& slot;
   uint64_t began = mono_now_ns();
-  ~CountTokenWait() { t_token_wait_ns += mono_now_ns() - began; }
 };
 }  // namespace
 
@@ -554,7 +581,7 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
   const int own = arbiter.own_slot();
   Slot& me = r.slots[own];
   HolderWatch watch;
-  const CountTokenWait counted;
+  const CountTokenWait counted(me);
   const uint64_t began = counted.began;
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);

@@ -179,7 +179,10 @@ struct alignas(64) Slot {
   // boundary with all its work queued, so under overlap a waiter may take
   // the token at its slice end without waiting for the sync to return.
   std::atomic<uint32_t> boundary_waits;
-  uint32_t padding2;
+  // Threads inside scheduler::wait_for_token. A job marked waiting with none
+  // there for its idle time is not waiting: it was switched out and has not
+  // launched since (scheduler/token.cpp, gather_locked).
+  std::atomic<uint32_t> token_waits;
   // What a switch to this job costs beyond its work, over its recent
   // switches (runtime/switch_cost.h); the policies lengthen its turns by
   // it. 0: nothing measured.

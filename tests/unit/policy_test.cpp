@@ -203,11 +203,12 @@ TEST_CASE("a job that becomes active keeps up to one of its turns of credit on t
   jobs[1].vtime_ns = 400;
   jobs[2].active = false;
   jobs[2].turn_ns = 100;
+  jobs[2].away_ns = 200'000'000;  // idle between two of its iterations
   jobs[2].vtime_ns = 350;  // within a turn of the least: kept
   activate(Policy::kFair, jobs.data(), 3, 2);
   CHECK(jobs[2].vtime_ns == 350);
   jobs[2].active = false;
-  jobs[2].vtime_ns = 0;  // long idle: one turn behind the least
+  jobs[2].vtime_ns = 0;  // far behind: one turn behind the least
   activate(Policy::kFair, jobs.data(), 3, 2);
   CHECK(jobs[2].vtime_ns == 300);
   jobs[2].active = false;
@@ -215,15 +216,33 @@ TEST_CASE("a job that becomes active keeps up to one of its turns of credit on t
   jobs[2].vtime_ns = 0;
   activate(Policy::kFair, jobs.data(), 3, 2);
   CHECK(jobs[2].vtime_ns == 375);
+  jobs[2].active = false;
+  jobs[2].away_ns = 1'000'000'000;  // away for long: level, no credit
+  jobs[2].vtime_ns = 0;
+  activate(Policy::kFair, jobs.data(), 3, 2);
+  CHECK(jobs[2].vtime_ns == 400);
 }
 
-TEST_CASE("activate does not pull back a job that is already ahead") {
+TEST_CASE("a job that ran ahead while the others were away comes back no more than a turn ahead") {
+  // Job 1 warmed up while job 0 idled at a start barrier: the time it ran
+  // took nothing from job 0, and kept as a lead it would cost job 1 its
+  // turns at the common start until job 0 caught up.
   std::vector<Job> jobs = active_jobs(2);
   jobs[0].vtime_ns = 400;
   jobs[1].active = false;
-  jobs[1].vtime_ns = 1000;  // it ran a lot before it went idle
+  jobs[1].turn_ns = 100;
+  jobs[1].away_ns = 200'000'000;
+  jobs[1].vtime_ns = 1000;
   activate(Policy::kFair, jobs.data(), 2, 1);
-  CHECK(jobs[1].vtime_ns == 1000);
+  CHECK(jobs[1].vtime_ns == 500);
+  jobs[1].active = false;
+  jobs[1].vtime_ns = 450;  // within a turn ahead: kept
+  activate(Policy::kFair, jobs.data(), 2, 1);
+  CHECK(jobs[1].vtime_ns == 450);
+  jobs[1].active = false;
+  jobs[1].away_ns = 5'000'000'000;  // away for long (at a start barrier): level
+  activate(Policy::kFair, jobs.data(), 2, 1);
+  CHECK(jobs[1].vtime_ns == 400);
 }
 
 TEST_CASE("activate ignores inactive jobs and keeps the vtime of a job that is alone") {
@@ -234,11 +253,16 @@ TEST_CASE("activate ignores inactive jobs and keeps the vtime of a job that is a
   jobs[1].vtime_ns = 20;
   jobs[2].active = false;
   jobs[2].vtime_ns = 10;
+  for (Job& j : jobs) {
+    j.turn_ns = 50;
+    j.away_ns = 200'000'000;
+  }
   activate(Policy::kFair, jobs.data(), 3, 2);
   CHECK(jobs[2].vtime_ns == 10);
   activate(Policy::kFair, jobs.data(), 3, 1);
-  CHECK(jobs[1].vtime_ns == 20);  // already ahead of job 2
+  CHECK(jobs[1].vtime_ns == 20);  // within a turn ahead of job 2
   jobs[0].vtime_ns = 0;
+  jobs[0].turn_ns = 0;
   activate(Policy::kFair, jobs.data(), 3, 0);
   CHECK(jobs[0].vtime_ns == 10);
 }
@@ -246,9 +270,8 @@ TEST_CASE("activate ignores inactive jobs and keeps the vtime of a job that is a
 TEST_CASE("a job that becomes active when none is starts no further behind than the vtime floor") {
   // Job 0 set up first and ran alone to vtime 630 ms, which the floor
   // remembers; it now waits at a start barrier, idle. Jobs 1 and 2 arrive
-  // after it with vtime 0 while nobody is active: at the floor (less a
-  // turn), so at the common start job 0 waits one turn, not until both
-  // have run 630 ms.
+  // after it with vtime 0 while nobody is active: level with the floor, so
+  // at the common start job 0 does not wait until both have run 630 ms.
   constexpr uint64_t kMs = 1'000'000;
   std::vector<Job> jobs = active_jobs(3);
   for (Job& j : jobs) {
@@ -258,12 +281,14 @@ TEST_CASE("a job that becomes active when none is starts no further behind than 
   jobs[0].vtime_ns = 630 * kMs;
   const uint64_t floor = 630 * kMs;
   activate(Policy::kFair, jobs.data(), 3, 1, floor);
-  CHECK(jobs[1].vtime_ns == 610 * kMs);
+  CHECK(jobs[1].vtime_ns == 630 * kMs);
+  jobs[2].away_ns = 200 * kMs;  // one idle only briefly keeps a turn of credit
   activate(Policy::kFair, jobs.data(), 3, 2, floor);
   CHECK(jobs[2].vtime_ns == 610 * kMs);
   CHECK(least_active_vtime(jobs.data(), 3) == 610 * kMs);
   // A floor below the active jobs changes nothing.
   jobs[0].vtime_ns = 0;
+  jobs[0].away_ns = 200 * kMs;
   activate(Policy::kFair, jobs.data(), 3, 0, 100 * kMs);
   CHECK(jobs[0].vtime_ns == 590 * kMs);
   CHECK(keeps_vtime_floor(Policy::kFair));
