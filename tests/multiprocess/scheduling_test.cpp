@@ -530,3 +530,37 @@ TEST_CASE("under fair, a holder sitting idle with nobody waiting is not charged 
   CHECK(p["served_ms"].get<double>() < 600);
   CHECK(p["vtime_ms"].get<double>() < 600);
 }
+
+TEST_CASE("under fair, a job switched out that stops launching becomes idle without another grant") {
+  // A job handed over at its slice's end is marked waiting, so that it
+  // goes on at its next launch. One that never launches again (its work
+  // done, or asleep at a barrier) waits in name only: granted the token, it
+  // would hold it unused for its idle time while the others stand still,
+  // and on fair's clock it would stay active with its old vtime. With a
+  // quantum of 1 ms the stopping job hands over at nearly every sync, its
+  // last one too. Two heavy jobs (weight 200: turns of 200 ms) take turns
+  // meanwhile; the first decision after the stop comes after the stopping
+  // job's idle time (100 ms), and its vtime is the least of the three only
+  // turns later.
+  TestGpu gpu;
+  const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "1"}, {"GSHARE_IDLE_MS", "100"}};
+  Env heavy_env = env;
+  heavy_env["GSHARE_WEIGHT"] = "200";
+  Client stopping(gpu, env), heavy(gpu, heavy_env), other(gpu, heavy_env);
+  for (Client* job : {&stopping, &heavy, &other}) REQUIRE(job->send("init") == "init ok");
+  heavy.post("trainfor 60 1 2000 sync 0");
+  other.post("trainfor 60 1 2000 sync 0");
+  await_launched(gpu, heavy);
+  await_launched(gpu, other);
+  for (int episode = 0; episode < 3; ++episode) {
+    REQUIRE(words(stopping.send("train 30 1 2000 sync 0", 20)).at(1) == "ok");
+    const uint64_t granted = gpu.top_process(stopping.pid())["granted"].get<uint64_t>();
+    usleep(1'500'000);  // seven of the heavy jobs' turns
+    nlohmann::json p = gpu.top_process(stopping.pid());
+    INFO("episode " << episode << ": " << p.dump());
+    CHECK(p["granted"].get<uint64_t>() == granted);
+    CHECK(p["job_state"] == "idle");
+    CHECK(p["holds_token"] == false);
+  }
+  for (Client* job : {&heavy, &other}) CHECK(job->release().rfind("train ok", 0) == 0);
+}
