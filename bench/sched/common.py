@@ -9,6 +9,8 @@ does it) and reads its configuration from the environment:
                      OUT/sched-PART.json and OUT/sched-PART.md, raw per-job
                      files under OUT/sched-raw/PART/
   SCHED_BUILD_DIR    build directory with libgshare.so and tools/ (default build/)
+  SCHED_COMMIT       the commit that build was made from, named in the results
+                     (default: the checkout's HEAD, and whether it has changes)
   PYTHON             interpreter for the jobs (default: this one)
   SCHED_BUDGET_S     seconds this part may spend (default 470); an experiment
                      that would not fit is skipped and reported as skipped
@@ -284,6 +286,8 @@ class Context:
         return line or f"unknown (nvidia-smi: {stderr or 'no output'})"
 
     def _commit(self):
+        if os.environ.get("SCHED_COMMIT"):
+            return os.environ["SCHED_COMMIT"] + " (the library's, as given)"
         code, head, _ = _run_quietly(["git", "-C", str(REPO), "rev-parse", "HEAD"])
         if code != 0 or not head:
             return None
