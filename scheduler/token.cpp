@@ -81,6 +81,9 @@ double page_in_rate(const Region& r) {
 // Whether the job wants the token or holds it: active on fair's clock.
 bool wants_token(const Slot& s) { return s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning; }
 
+// GSHARE_IDLE_MS of the slot's job (100 ms where a slot has none).
+uint64_t idle_time_of(const Slot& s) { return s.idle_ns ? s.idle_ns : 100'000'000; }
+
 // The median of the measured switch costs of the jobs in `t` (0 if none
 // is measured yet).
 uint64_t median_switch_cost(const JobTable& t) {
@@ -101,7 +104,7 @@ uint64_t median_switch_cost(const JobTable& t) {
 // had, ahead of or behind jobs that ran meanwhile.
 bool waits_in_name_only(const Slot& s, uint64_t now) {
   if (s.job_state != shm::kJobWaiting || s.token_waits.load(std::memory_order_relaxed) != 0) return false;
-  const uint64_t idle_ns = s.idle_ns ? s.idle_ns : 100'000'000;
+  const uint64_t idle_ns = idle_time_of(s);
   return s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns && now - s.wait_since_mono_ns >= idle_ns;
 }
 
@@ -481,7 +484,7 @@ struct HolderWatch {
       still_since = now;
       asked_for_cache = false;
     }
-    uint64_t usual_ns = s.idle_ns ? s.idle_ns : 100'000'000;
+    uint64_t usual_ns = idle_time_of(s);
     uint64_t idle_ns = mid ? std::max(usual_ns, kMidIterationIdleNs) : usual_ns;
     uint64_t still = now - still_since;
     *ask_for_cache = mid && !busy && still >= usual_ns && !asked_for_cache;
@@ -584,9 +587,8 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
 namespace {
 thread_local uint64_t t_token_wait_ns = 0;
 
-// Adds a wait's time to the thread's total however the wait returns.
-// Counts the thread's time waiting for the token, and marks it in its slot
-// as inside the wait (Slot::token_waits).
+// Adds a wait's time to the thread's total however the wait returns, and
+// marks the thread in its slot as inside the wait (Slot::token_waits).
 struct CountTokenWait {
   explicit CountTokenWait(Slot& slot) : slot(slot) { slot.token_waits.fetch_add(1, std::memory_order_relaxed); }
   ~CountTokenWait() {
