@@ -284,7 +284,6 @@ void add_share(Slot& s, uint64_t from, uint64_t to) {
   }
 }
 
-// Charges the holder of token `k` for its token time up to `now`.
 // Raises the GPU's vtime floor to the least vtime of the active jobs
 // (rules::activate), from `table` when given, else from the slots.
 void raise_vtime_floor_locked(Arbiter& arbiter, int k, const JobTable* table) {
@@ -304,6 +303,8 @@ void raise_vtime_floor_locked(Arbiter& arbiter, int k, const JobTable* table) {
   if (least != rules::kForever && least > h.vtime_floor_ns) h.vtime_floor_ns = least;
 }
 
+// Charges the holder of token `k` for its token time up to `now`, and
+// raises the vtime floor.
 void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
   int slot = holder_slot_locked(arbiter, k);
   if (slot < 0) return;
