@@ -541,7 +541,8 @@ TEST_CASE("under fair, a job switched out that stops launching becomes idle with
   // last one too. Two heavy jobs (weight 200: turns of 200 ms) take turns
   // meanwhile; the first decision after the stop comes after the stopping
   // job's idle time (100 ms), and its vtime is the least of the three only
-  // turns later.
+  // turns later. Its share is 1/401 of the GPU, so that each of its 2 ms
+  // steps waits for about four heavy turns: a few steps an episode.
   TestGpu gpu;
   const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "1"}, {"GSHARE_IDLE_MS", "100"}};
   Env heavy_env = env;
@@ -553,7 +554,7 @@ TEST_CASE("under fair, a job switched out that stops launching becomes idle with
   await_launched(gpu, heavy);
   await_launched(gpu, other);
   for (int episode = 0; episode < 3; ++episode) {
-    REQUIRE(words(stopping.send("train 30 1 2000 sync 0", 20)).at(1) == "ok");
+    REQUIRE(words(stopping.send("train 4 1 2000 sync 0", 20)).at(1) == "ok");
     const uint64_t granted = gpu.top_process(stopping.pid())["granted"].get<uint64_t>();
     usleep(1'500'000);  // seven of the heavy jobs' turns
     nlohmann::json p = gpu.top_process(stopping.pid());
