@@ -36,6 +36,10 @@ CUresult refuse(Device& device, const char* call, uint64_t bytes,
                   "(%.1f MiB of %.1f MiB in use; GSHARE_MEM_LIMIT)",
                   call, double(bytes) / MiB, device.uuid, double(why.in_use_bytes) / MiB,
                   double(why.limit_bytes) / MiB);
+      // What the ledger holds beside it: where the two differ, a free was
+      // missed (or memory is held outside the ledger: pools, the context).
+      GSHARE_DEBUG("GPU %s: this process's ledger holds %.1f MiB in %zu allocations", device.uuid,
+                   double(ledger().bytes_on_device(device.ordinal)) / MiB, ledger().size());
       break;
     case shm::ReserveStatus::kOverCapacity:
       GSHARE_WARN("%s of %.1f MiB on GPU %s refused: the GPU is full "

@@ -707,6 +707,7 @@ TurnsSeen two_jobs_taking_turns(const std::string& policy, int empty_cache_ms, E
   TestGpu gpu(8 * kGiB);
   env["GSHARE_POLICY"] = policy;
   env["EMPTY_CACHE_MS"] = std::to_string(empty_cache_ms);
+  env["GSHARE_LOG"] = "debug";  // a failure shows what gshare did
   TurnsSeen seen;
   std::atomic<bool> ended{false};
   std::thread watcher([&] {

@@ -196,6 +196,15 @@ if os.environ.get("FRAMEWORK_SILENT") == "1":  # an allocator that cannot be ask
 sys.modules["torch"] = torch
 
 
+def cache_state():
+    """What the framework holds, for a failure's message."""
+    if isinstance(cache, Pool):
+        return f"pool, allocated {cache.allocated >> 20} MiB"
+    free = [size >> 20 for _, size in cache.free]
+    return (f"allocated {cache.allocated >> 20} MiB, reserved {cache.reserved >> 20} MiB, "
+            f"free blocks {free} MiB, misses {cache.misses}, emptied {cache.emptied}")
+
+
 def main():
     iterations, p_mib, e_mib, chunks, kernel_us = (int(x) for x in sys.argv[1:6])
     chunk_sync = sys.argv[6:7] == ["chunksync"]
@@ -247,6 +256,7 @@ def main():
                     check(cuda.cuCtxSynchronize(), "sync")
         except MemoryError as e:
             print(f"error {e.args[0]} at {i}", flush=True)
+            print(f"cache at the error: {cache_state()}", file=sys.stderr, flush=True)
             return 1
         if i == 0:
             pause_until = time.monotonic() + float(os.environ.get("FIRST_STEP_PAUSE_S", "0"))
