@@ -18,6 +18,7 @@ namespace gshare::allocator {
 
 namespace detail {
 Device* g_devices = nullptr;
+std::atomic<uint64_t> g_attached_mask{0};
 std::atomic<shm::Slot*> g_only_slot{nullptr};
 }
 using detail::g_only_slot;
@@ -128,6 +129,7 @@ Device* attach(int ordinal) {
       uint64_t quota = quota_for(physical);
       attach_region(d, quota);
       d.attached.store(true, std::memory_order_release);
+      detail::g_attached_mask.fetch_or(uint64_t(1) << ordinal, std::memory_order_release);
       update_only_slot();
       refresh_context_bytes(d);
       if (g_on_attach) g_on_attach();
@@ -199,6 +201,7 @@ void forget_devices_after_fork() {
     d.account.forget_after_fork();
     d.attached.store(false, std::memory_order_relaxed);
   });
+  detail::g_attached_mask.store(0, std::memory_order_relaxed);
   g_only_slot.store(nullptr, std::memory_order_relaxed);
 }
 
