@@ -55,6 +55,11 @@ CUresult refuse(Device& device, const char* call, uint64_t bytes,
                   double(why.limit_bytes) / MiB,
                   double(why.in_use_bytes - why.limit_bytes) / MiB);
       break;
+    case shm::ReserveStatus::kLaneBusy:
+      GSHARE_WARN("%s of %.1f MiB on GPU %s refused: another job of its lane holds the lane's "
+                  "ephemeral memory (GSHARE_ADMIT_TIMEOUT_S)",
+                  call, double(bytes) / MiB, device.uuid);
+      break;
     default:
       GSHARE_ERROR("%s of %.1f MiB on GPU %s refused: the arbiter is unusable", call,
                    double(bytes) / MiB, device.uuid);
