@@ -59,6 +59,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
   // A newcomer first clears out the dead: nobody may have been alive to do
   // it since they died, and their bytes would shrink everyone's view.
   reclaim_dead_slots_locked();
+  correct_totals_locked();
   for (uint32_t i = 0; i < kMaxSlots && own_slot_ < 0; ++i) {
     Slot& s = file_.region->slots[i];
     if (s.state != kSlotFree) continue;
@@ -97,6 +98,26 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
   }
   unlock();
   return own_slot_ >= 0;
+}
+
+// The GPU's totals are what its live slots hold, each kept by its owner:
+// a total that says otherwise (a region written by a broken or foreign
+// program) would have every allocation wait for memory nobody holds, or
+// admit more than the GPU has. Counted as a repair.
+void Arbiter::correct_totals_locked() {
+  RegionHeader& h = file_.region->header;
+  uint64_t total = 0;
+  uint32_t live = 0;
+  for (const Slot& s : file_.region->slots) {
+    if (s.state != kSlotLive) continue;
+    total = total > UINT64_MAX - s.reserved_bytes ? UINT64_MAX : total + s.reserved_bytes;
+    ++live;
+  }
+  if (total == h.reserved_bytes && live == h.live_slots) return;
+  WriteSection write(h);
+  h.reserved_bytes = total;
+  h.live_slots = live;
+  h.repairs++;
 }
 
 // A freed slot gives the token back at once: the next job is chosen by the

@@ -207,6 +207,8 @@ class Arbiter {
   bool lock();
   void unlock();
   int reclaim_dead_slots_locked();
+  // Makes the GPU's totals what its live slots hold (a newcomer checks).
+  void correct_totals_locked();
   void free_slot_locked(int index);
 
   RegionFile file_;

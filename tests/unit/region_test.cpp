@@ -189,6 +189,36 @@ TEST_CASE("a newcomer clears out the dead before it claims a slot") {
   CHECK(a.region()->header.reclaimed_slots == 1);
 }
 
+TEST_CASE("a newcomer corrects GPU totals that its live slots do not add up to") {
+  TempDir dir;
+  int ready[2], done[2];
+  REQUIRE(pipe(ready) == 0);
+  REQUIRE(pipe(done) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {  // a live job holding 1 GiB, whose region a broken writer then marks full
+    Arbiter child = open_arbiter(dir.path);
+    bool ok = child.claim_slot(identity(8 * kGiB)) &&
+              child.reserve(1 * kGiB).status == ReserveStatus::kGranted;
+    child.region()->header.reserved_bytes = uint64_t(7) << 56;
+    char c = ok ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(done[0], &c, 1);
+    _exit(0);
+  }
+  char c = 0;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  REQUIRE(c == 'y');
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  CHECK(a.region()->header.reserved_bytes == 1 * kGiB);
+  CHECK(a.region()->header.live_slots == 2);
+  CHECK(a.region()->header.repairs == 1);
+  CHECK(a.reserve(6 * kGiB).status == ReserveStatus::kGranted);
+  CHECK(valid(a));
+  (void)!write(done[1], "x", 1);
+  waitpid(pid, nullptr, 0);
+}
+
 TEST_CASE("a live process's reservation is respected across processes") {
   TempDir dir;
   int ready[2], done[2];
