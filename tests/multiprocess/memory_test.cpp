@@ -745,9 +745,11 @@ TEST_CASE("jobs that hand a lane's memory over at every switch take turns of man
     CHECK(costly.switches <= 16);
   }
   // The same jobs with switches that cost nothing: turns of about one
-  // iteration, as the quantum says.
+  // iteration, as the quantum says. (A switch's cost still includes the
+  // job waking, which a loaded machine stretches to tens of ms: below the
+  // cost of one emptying above.)
   TurnsSeen cheap = two_jobs_taking_turns("fair", 0);
-  CHECK(cheap.most_switch_cost_ns < 50 * kMs);
+  CHECK(cheap.most_switch_cost_ns < 100 * kMs);
   CHECK(cheap.switches >= 30);
 }
 
