@@ -122,6 +122,11 @@ inline constexpr uint64_t kMidIterationIdleNs = 2'000'000'000;  // see HolderWat
 // framework's cache may be emptied on request (allocator/admission.h).
 inline constexpr uint64_t kQuietRestNs = 1'000'000'000;
 inline constexpr uint64_t kMinSleepNs = 200'000;  // a waiter's shortest sleep
+// A holder whose GPU has nothing of it queued and that has neither launched
+// nor synced for this long works on the host: its token is lent to a
+// waiting job until it launches again (scheduler/token.h, loans). Longer
+// than the host gaps between one step's launches; short beside a turn.
+inline constexpr uint64_t kLendAfterNs = 2'000'000;
 // srtf's estimate of the GPU time a job still needs. A job that gave its
 // iteration count but has not run long enough for its iteration time to be
 // measured counts as shortest for its first kProbeNs of GPU time: it gets a

@@ -257,6 +257,9 @@ void after_host_sync(bool ends_iteration) {
       slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
       if (ends_iteration) slot->boundary_waits.fetch_sub(1, std::memory_order_relaxed);
       slot->syncs.fetch_add(1, std::memory_order_relaxed);
+      // Whatever it launched before the sync has run: a loan may come
+      // should it now work on the host (scheduler/token.h).
+      slot->launches_at_sync.store(slot->launches.load(std::memory_order_relaxed), std::memory_order_relaxed);
       uint32_t gate = slot->gate.load(std::memory_order_acquire);
       shm::Arbiter& arbiter = device.account.arbiter();
       if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary && yield_stands(arbiter)) {

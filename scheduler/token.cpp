@@ -26,6 +26,7 @@ namespace {
 using tunables::kMaxSleepNs;
 using tunables::kMidIterationIdleNs;
 using tunables::kMinSleepNs;
+using tunables::kLendAfterNs;
 
 uint64_t ms_to_ns(double ms) { return uint64_t(ms * 1e6); }
 
@@ -177,6 +178,16 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   }
 }
 
+// Whether the job of `slot` asks for the token now: a thread of it waits
+// for the token (Slot::token_waits) or for memory, or it is mid-iteration
+// with memory its lane needs (it must run to end that iteration, and asks
+// as soon as it launches).
+bool asks_for_token(const Arbiter& arbiter, int slot) {
+  const Slot& s = arbiter.region()->slots[slot];
+  return s.token_waits.load(std::memory_order_relaxed) != 0 || s.admission != shm::kAdmitted ||
+         arbiter.holds_unsettled_memory(slot) || arbiter.holds_awaited_lane_space(slot);
+}
+
 // The policy's pick among the active jobs of `t`, except that an active
 // job holding its lane's ephemeral space while a lane-mate waits for it
 // (Arbiter::holds_awaited_lane_space) goes first: only it can end the
@@ -220,11 +231,33 @@ int pick_among_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int cu
 // of thousands of times a second, away from the job that is to free the
 // space. Only the holder's slice end counts them: there the holder gives
 // its space back and hands over (end_slice).
+//
+// Nor, while another job asks for the token (asks_for_token), a job that
+// waits in name only so far: switched out or lending, it has not asked
+// again since (it works on the host between launches, or has stopped). A
+// grant would sit unused while the others wait; it competes again, in its
+// place on the policy's order, as soon as it asks. (fifo keeps its order
+// of arrival.)
 int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current, bool lane_waiters_too = false) {
   bool parked[kMaxSlots] = {};
   if (!lane_waiters_too) {
     for (int i = 0; i < t.count; ++i) {
       if (i == current || !t.jobs[i].active || !arbiter.waits_for_held_lane_locked(t.jobs[i].id)) continue;
+      parked[i] = true;
+      t.jobs[i].active = false;
+    }
+  }
+  if (policy != Policy::kFifo) {
+    bool asks[kMaxSlots] = {};
+    bool any_asks = false, any_silent = false;
+    for (int i = 0; i < t.count; ++i) {
+      if (i == current || !t.jobs[i].active) continue;
+      asks[i] = asks_for_token(arbiter, t.jobs[i].id);
+      any_asks = any_asks || asks[i];
+      any_silent = any_silent || !asks[i];
+    }
+    for (int i = 0; any_asks && any_silent && i < t.count; ++i) {
+      if (i == current || !t.jobs[i].active || asks[i]) continue;
       parked[i] = true;
       t.jobs[i].active = false;
     }
@@ -341,12 +374,22 @@ bool lengthen_slice_locked(shm::Token& token, uint64_t turn, uint64_t now) {
   return true;
 }
 
+// Whether token `k` is on loan: its lender may take it back at its next
+// launch. A loan older than the lender's idle time is over (the lender
+// competes as usual when it comes back).
+bool on_loan_locked(const Region& r, int k, uint64_t now) {
+  const int lender = shm::lender_of_locked(r, k);
+  return lender >= 0 && now - r.header.tokens[k].lent_mono_ns < idle_time_of(r.slots[lender]);
+}
+
 // The holder's gate: open; bounded under priority while a higher job
-// exists; and, while the switch that made it the holder waits for its
-// first launch, marked so that launch takes the slow path and is measured.
-uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job, const Slot& s) {
+// exists, and while it holds the token on loan (the lender, taking it back
+// at its next launch, finds little of the borrower's work queued); and,
+// while the switch that made it the holder waits for its first launch,
+// marked so that launch takes the slow path and is measured.
+uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job, const Slot& s, bool on_loan) {
   uint32_t gate = shm::kGateOpen;
-  if (bounds_in_flight(policy, job, t.jobs, t.count)) gate |= shm::kGateBounded;
+  if (on_loan || bounds_in_flight(policy, job, t.jobs, t.count)) gate |= shm::kGateBounded;
   if (s.switched_in_mono_ns != 0) gate |= shm::kGateFirstLaunch;
   return gate;
 }
@@ -385,7 +428,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
     uint64_t began = old >= 0 ? r.slots[old].handover_began_mono_ns : 0;
     s.switched_in_mono_ns = began != 0 && began <= now ? began : now;
   }
-  s.gate.store(open_gate_for(policy, t, job, s), std::memory_order_release);
+  s.gate.store(open_gate_for(policy, t, job, s, on_loan_locked(r, k, now)), std::memory_order_release);
   shm::wake_waiters(h);
 }
 
@@ -395,7 +438,45 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
 struct IdleVerdict {
   int slot = -1;  // -1: nobody found idle
   uint64_t granted = 0;
+  bool on_host = false;  // idle only on the GPU, briefly: lend, do not take
 };
+
+// Whether a holder's token is lent while it works on the host: under
+// every policy, except while paging is active (a loan would page a job in
+// for a few milliseconds).
+bool lends(const Region& r) { return page_in_rate(r) == 0; }
+
+// The holder found working on the host (`verdict`) lends token `k` to the
+// job the policy picks among the others, if any: the borrower runs with
+// little in flight until the lender launches again (take_back_locked).
+void lend_locked(Arbiter& arbiter, int k, JobTable& t, int holder, uint64_t now) {
+  Region& r = *arbiter.region();
+  shm::Token& token = r.header.tokens[k];
+  Job* lender = t.of_slot(holder);
+  if (!lender) return;
+  lender->active = false;
+  const int next = pick_locked(arbiter, region_policy(r.header), t, -1);
+  lender->active = true;
+  if (next < 0) return;
+  const uint64_t start = token.slice_start_mono_ns, end = token.slice_end_mono_ns;
+  shm::note_loan_locked(r, k, holder, start, end, now);
+  grant_locked(arbiter, k, t, next, shm::kJobWaiting, now);  // on loan: its gate is bounded
+}
+
+// The lender of token `k`, asking for it as it launches again, takes it
+// back from the borrower, with its own slice as it stood. A loan older
+// than the lender's idle time is over: the lender competes as usual.
+bool take_back_locked(Arbiter& arbiter, int k, JobTable& t, uint64_t now) {
+  Region& r = *arbiter.region();
+  shm::Token& token = r.header.tokens[k];
+  const int own = arbiter.own_slot();
+  if (shm::lender_of_locked(r, k) != own || holder_slot_locked(arbiter, k) == own) return false;
+  if (!on_loan_locked(r, k, now) || t.index(own) < 0) return false;
+  const uint64_t start = token.lender_slice_start_mono_ns, end = token.lender_slice_end_mono_ns;
+  grant_locked(arbiter, k, t, t.index(own), shm::kJobWaiting, now);
+  shm::resume_lender_slice_locked(token, start, end);
+  return true;
+}
 
 // The one place a token moves on a waiter's initiative.
 void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
@@ -406,9 +487,14 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   Policy policy = region_policy(h);
   gather_locked(arbiter, k, t);
   account_locked(arbiter, k, &t, now);
+  if (take_back_locked(arbiter, k, t, now)) return;
   int holder = holder_slot_locked(arbiter, k);
   if (holder >= 0 && t.index(holder) < 0) holder = -1;  // dead, or moved to another lane
   bool holder_idle = holder >= 0 && holder == idle.slot && r.slots[holder].granted == idle.granted;
+  if (holder_idle && idle.on_host) {
+    lend_locked(arbiter, k, t, holder, now);
+    return;
+  }
   if (holder_idle) {
     t.of_slot(holder)->active = false;
     shm::take_token_locked(r, k, holder, shm::kJobIdle, now);
@@ -449,7 +535,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   // bits stay: kGateFirstLaunch only its owner clears, under this lock.
   if (gate & shm::kGateOpen)
     gate = (gate & ~uint32_t(shm::kGateBounded)) |
-           (open_gate_for(policy, t, t.jobs[current], s) & shm::kGateBounded);
+           (open_gate_for(policy, t, t.jobs[current], s, on_loan_locked(r, k, now)) & shm::kGateBounded);
   s.gate.store(gate, std::memory_order_release);
 }
 
@@ -464,6 +550,7 @@ struct HolderWatch {
   uint64_t launches = 0;
   uint64_t still_since = 0;
   bool asked_for_cache = false;  // during this stillness
+  bool lend_asked = false;       // during this stillness
 
   // Whether the holder has been idle for its idle time; `left` gets how long
   // until it would be. A holder in the middle of an iteration (`mid`:
@@ -484,6 +571,7 @@ struct HolderWatch {
       launches = launched;
       still_since = now;
       asked_for_cache = false;
+      lend_asked = false;
     }
     uint64_t usual_ns = idle_time_of(s);
     uint64_t idle_ns = mid ? std::max(usual_ns, kMidIterationIdleNs) : usual_ns;
@@ -494,6 +582,57 @@ struct HolderWatch {
     if (mid && !asked_for_cache && still < usual_ns) *left = usual_ns - still;
     return !busy && still >= idle_ns;
   }
+
+  // After idle(): whether the holder works on the host, its GPU idle: it
+  // has stood still for kLendAfterNs, outside any sync, with nothing it
+  // launched still queued (its last host sync came after its last
+  // launch). `left` gets how long until it would have. Never a holder
+  // with memory its lane needs (`unsettled`: Arbiter::holds_unsettled_memory;
+  // a lane-mate could not run its iteration beside it), nor one whose
+  // handovers are strict: taking the token back, it would find the
+  // borrower's last kernel still running.
+  bool on_host(const Slot& s, uint64_t now, bool unsettled, uint64_t* left) {
+    *left = kMaxSleepNs;
+    if (lend_asked || unsettled || s.handover_mode != shm::kHandoverOverlap) return false;
+    if (s.gpu_waits.load(std::memory_order_relaxed) != 0) return false;
+    if (s.launches_at_sync.load(std::memory_order_relaxed) != launches) return false;
+    const uint64_t still = now - still_since;
+    if (still < kLendAfterNs) {
+      *left = kLendAfterNs - still;
+      return false;
+    }
+    lend_asked = true;  // once a stillness: with nobody to lend to, asking again changes nothing
+    return true;
+  }
+};
+
+// The one waiter of a region that watches for a holder working on the host
+// (RegionHeader::loan_watcher), for as long as it waits: the others need
+// not wake every few milliseconds to look too. A watcher that is gone, or
+// no longer waits, is replaced by the next waiter that looks.
+class LoanWatch {
+ public:
+  LoanWatch(Region& r, int own) : r_(r), me_(uint32_t(own) + 1) {}
+  ~LoanWatch() {
+    uint32_t me = me_;
+    r_.header.loan_watcher.compare_exchange_strong(me, 0, std::memory_order_relaxed);
+  }
+  LoanWatch(const LoanWatch&) = delete;
+  LoanWatch& operator=(const LoanWatch&) = delete;
+
+  bool watching() {
+    uint32_t watcher = r_.header.loan_watcher.load(std::memory_order_relaxed);
+    if (watcher == me_) return true;
+    if (watcher != 0 && watcher <= kMaxSlots) {
+      const Slot& s = r_.slots[watcher - 1];
+      if (s.state == shm::kSlotLive && s.token_waits.load(std::memory_order_relaxed) != 0) return false;
+    }
+    return r_.header.loan_watcher.compare_exchange_strong(watcher, me_, std::memory_order_relaxed);
+  }
+
+ private:
+  Region& r_;
+  uint32_t me_;
 };
 
 // The holder's slot as the token names it; a racy read, only a hint: what
@@ -610,6 +749,7 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
   Slot& me = r.slots[own];
   HolderWatch watch;
   const CountTokenWait counted(me);
+  LoanWatch loans(r, own);
   const uint64_t began = counted.began;
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
@@ -627,7 +767,7 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
     const shm::Token& token = h.tokens[token_index(r, own)];
     // A waiter found idle (its grant came while it slept) asks again.
     bool decide = first || me.job_state == shm::kJobIdle;
-    bool idle = false;
+    bool idle = false, on_host = false;
     uint64_t idle_left = kMaxSleepNs;
     int holder = holder_hint(token);
     if (holder < 0 || !arbiter.slot_is_live(holder)) {
@@ -636,17 +776,23 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
       // Mid-iteration only once it has iterated: a program that allocates
       // and then idles, without an iteration's end, holds what it holds.
       const Slot& h_slot = r.slots[holder];
-      bool mid = h_slot.class_iterations > 0 && arbiter.holds_unsettled_memory(holder);
+      const bool unsettled = arbiter.holds_unsettled_memory(holder);
+      bool mid = h_slot.class_iterations > 0 && unsettled;
       bool ask_for_cache = false;
       idle = watch.idle(holder, h_slot, now, &idle_left, mid, &ask_for_cache);
       if (ask_for_cache) arbiter.update([&] { r.slots[holder].release_requests++; });
-      decide = decide || idle || slice_end_unasked(token, r.slots[holder], now);
+      if (!idle && lends(r) && loans.watching()) {
+        uint64_t lend_left;
+        on_host = watch.on_host(h_slot, now, unsettled, &lend_left);
+        idle_left = std::min(idle_left, lend_left);
+      }
+      decide = decide || idle || on_host || slice_end_unasked(token, r.slots[holder], now);
     }
     if (decide) {
       arbiter.update([&] {
         mark_waiting_locked(arbiter, now);
         IdleVerdict verdict;
-        if (idle) verdict = {holder, watch.granted};
+        if (idle || on_host) verdict = {holder, watch.granted, on_host && !idle};
         decide_locked(arbiter, token_index(r, own), now, verdict);
       });
     }
@@ -691,7 +837,8 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
       // Nobody else should run: a new slice, no handover (a switch to this
       // job that has not reached its first launch stays to be measured).
       shm::renew_slice_locked(r.header.tokens[k], now, slice_length(policy, t.jobs[current], me.quantum_ns));
-      me.gate.store(open_gate_for(policy, t, t.jobs[current], me), std::memory_order_release);
+      me.gate.store(open_gate_for(policy, t, t.jobs[current], me, on_loan_locked(r, k, now)),
+                    std::memory_order_release);
       return;
     }
     if (me.handover_mode == shm::kHandoverStrict && !drained) {

@@ -92,6 +92,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.handover_began_mono_ns = 0;
     s.admission_timeouts = 0;
     s.lane_holder_since_mono_ns = 0;
+    s.launches_at_sync.store(0, std::memory_order_relaxed);
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);

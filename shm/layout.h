@@ -43,7 +43,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 6;
+inline constexpr uint32_t kLayoutVersion = 7;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -232,7 +232,11 @@ struct alignas(64) Slot {
   // How much of its kept copies the latest request wants freed, at least;
   // 0: all of them. Written with host_release_requests.
   uint64_t host_release_bytes;
-  uint64_t padding5[2];
+  // --- owner, no lock: the launch count when a host sync of the job last
+  // ended. Equal to `launches`: nothing it launched is still queued (its
+  // GPU idles while it works on the host), so its token may be lent ---
+  std::atomic<uint64_t> launches_at_sync;
+  uint64_t padding5;
 };
 static_assert(sizeof(Slot) == 704, "Slot layout changed: bump kLayoutVersion");
 
@@ -274,6 +278,14 @@ struct Token {
   uint32_t holder_generation;  // the holder slot's generation when granted
   uint64_t slice_start_mono_ns;
   uint64_t slice_end_mono_ns;  // when the policy looks again; UINT64_MAX: never
+  // A loan (scheduler/token.h): the holder lent the token while its GPU
+  // sat idle and it worked on the host; it takes the token back at its
+  // next launch, with the slice it had. lender: slot index + 1; 0: no loan.
+  uint32_t lender;
+  uint32_t lender_generation;
+  uint64_t lent_mono_ns;
+  uint64_t lender_slice_start_mono_ns;
+  uint64_t lender_slice_end_mono_ns;
 };
 
 struct alignas(64) RegionHeader {
@@ -303,7 +315,7 @@ struct alignas(64) RegionHeader {
   // policies): a job that becomes active starts no further behind it than
   // one turn (rules::activate), even when no other job is active then.
   uint64_t vtime_floor_ns;
-  uint64_t padding1;
+  uint64_t loans;  // times a holder idle on the host lent its token
 
   // --- the launch token: written under the lock ---
   // Waiters sleep on token_futex (FUTEX_WAIT on the shared mapping); it is
@@ -317,7 +329,9 @@ struct alignas(64) RegionHeader {
   uint32_t lane_count;         // lanes with members
   uint64_t safety_bytes;       // Σ P + Σ_lanes max E over live jobs (rules/lanes.h)
   uint32_t live_slots;         // slots in state kSlotLive: an allocation asks "am I alone?" cheaply
-  uint32_t padding3;
+  // The waiter that watches for a holder idle on the host (slot index + 1;
+  // 0: none): one waiter looks often, the others at the usual pace.
+  std::atomic<uint32_t> loan_watcher;
   // Switches on this GPU's tokens that reached the new holder's first
   // launch (scheduler/token.h), and their cost, since the region was
   // created: jobs that have ended still count here, not in a slot.
@@ -326,7 +340,7 @@ struct alignas(64) RegionHeader {
   uint64_t switch_ns_max;
   Token tokens[kMaxLanes];     // [0] only, except under pack: one per lane
 };
-static_assert(sizeof(RegionHeader) == 704, "RegionHeader layout changed: bump kLayoutVersion");
+static_assert(sizeof(RegionHeader) == 1216, "RegionHeader layout changed: bump kLayoutVersion");
 
 struct Region {
   RegionHeader header;

@@ -216,6 +216,7 @@ GpuSnapshot snapshot_region(const std::string& path) {
   gpu.sampled_mono_ns = now_mono_ns;
   gpu.policy = policy_text(h.policy);
   gpu.handovers = h.handovers;
+  gpu.loans = h.loans;
   gpu.vtime_floor_ns = h.vtime_floor_ns;
   gpu.switches = h.switches;
   gpu.switch_ns_total = h.switch_ns_total;

@@ -8,7 +8,31 @@ void give_token_locked(Region& r, int k, int slot, uint64_t now, uint64_t slice_
   Token& token = r.header.tokens[k];
   token.holder = uint32_t(slot) + 1;
   token.holder_generation = r.slots[slot].generation;
+  if (token.lender == uint32_t(slot) + 1) token.lender = 0;  // the lender has it back
   renew_slice_locked(token, now, slice_ns);
+}
+
+void note_loan_locked(Region& r, int k, int lender, uint64_t slice_start, uint64_t slice_end, uint64_t now) {
+  Token& token = r.header.tokens[k];
+  token.lender = uint32_t(lender) + 1;
+  token.lender_generation = r.slots[lender].generation;
+  token.lent_mono_ns = now;
+  token.lender_slice_start_mono_ns = slice_start;
+  token.lender_slice_end_mono_ns = slice_end;
+  r.header.loans++;
+}
+
+void resume_lender_slice_locked(Token& token, uint64_t slice_start, uint64_t slice_end) {
+  token.slice_start_mono_ns = slice_start;
+  token.slice_end_mono_ns = slice_end;
+}
+
+int lender_of_locked(const Region& r, int k) {
+  const Token& token = r.header.tokens[k];
+  if (token.lender == 0 || token.lender > kMaxSlots) return -1;
+  const Slot& s = r.slots[token.lender - 1];
+  if (s.state != kSlotLive || s.generation != token.lender_generation) return -1;
+  return int(token.lender - 1);
 }
 
 void renew_slice_locked(Token& token, uint64_t now, uint64_t slice_ns) {
@@ -22,11 +46,13 @@ void take_token_locked(Region& r, int k, int slot, JobState after, uint64_t now)
   s.job_state = after;
   if (after == kJobWaiting) s.wait_since_mono_ns = now;
   r.header.tokens[k].holder = 0;
+  r.header.tokens[k].lender = 0;
   wake_waiters(r.header);
 }
 
 void forget_gone_holder_locked(Token& token) {
   token.holder = 0;
+  token.lender = 0;
   token.slice_end_mono_ns = 0;
 }
 

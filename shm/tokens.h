@@ -11,8 +11,20 @@
 namespace gshare::shm {
 
 // Token `k` goes to `slot` (the caller has updated the slot's own state):
-// a slice starts now and lasts `slice_ns` (UINT64_MAX: for ever).
+// a slice starts now and lasts `slice_ns` (UINT64_MAX: for ever). A loan
+// stands until the lender has the token again, whoever holds it meanwhile.
 void give_token_locked(Region& r, int k, int slot, uint64_t now, uint64_t slice_ns);
+
+// Token `k`, just given to a borrower, is on loan from `lender`, whose
+// slice ran from `slice_start` to `slice_end` (scheduler/token.h).
+void note_loan_locked(Region& r, int k, int lender, uint64_t slice_start, uint64_t slice_end, uint64_t now);
+
+// Token `k`, just given back to its lender, has the lender's slice again.
+void resume_lender_slice_locked(Token& token, uint64_t slice_start, uint64_t slice_end);
+
+// The slot that lent token `k` and may take it back, or -1: no loan, or its
+// lender's slot was freed or reused since.
+int lender_of_locked(const Region& r, int k);
 
 // The holder of token `k` keeps it: a new slice starts now.
 void renew_slice_locked(Token& token, uint64_t now, uint64_t slice_ns);

@@ -30,6 +30,7 @@
 //       "holder_slot": N|null,          the live process holding the launch token (pack: lane 0's)
 //       "holder_pid": N|null,
 //       "handovers": N,                 times a token changed hands
+//       "loans": N,                     times a holder working on the host lent it
 //       "vtime_floor_ms": X,            the least vtime of the active jobs, never lowered
 //                                       (fair, prefetch): no job becomes active behind it
 //       "switches": N,                  handovers that reached the new holder's first launch

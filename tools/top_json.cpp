@@ -136,6 +136,7 @@ Json gpu_json(const GpuView& view) {
       {"holder_slot", holder ? Json(holder->slot) : Json(nullptr)},
       {"holder_pid", holder ? Json(holder->pid) : Json(nullptr)},
       {"handovers", gpu.handovers},
+      {"loans", gpu.loans},
       {"vtime_floor_ms", milliseconds(gpu.vtime_floor_ns)},
       {"switches", gpu.switches},
       {"switch_ns_total", gpu.switch_ns_total},

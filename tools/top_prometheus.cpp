@@ -87,6 +87,9 @@ const Metric<GpuSnapshot> kGpuMetrics[] = {
     {"gshare_gpu_handovers_total", kCounter,
      "Times the launch token changed hands (a grant when nobody held it counts too).",
      [](const GpuSnapshot& g) -> std::optional<Number> { return integer(g.handovers); }},
+    {"gshare_gpu_loans_total", kCounter,
+     "Times a token holder whose GPU sat idle while it worked on the host lent the token until its next launch.",
+     [](const GpuSnapshot& g) -> std::optional<Number> { return integer(g.loans); }},
     {"gshare_gpu_switch_seconds", kSummary,
      "Switches that reached the new holder's first launch: their cost from the grant to that "
      "launch (_sum) and their number (_count), ended jobs included.",
