@@ -27,12 +27,16 @@ window: one job of the scheduling benchmarks (fair, quantum, priority):
   steps until --window seconds after T0 and records the time each step
   ended, relative to T0: steps in any sub-window, steps per second and each
   step's latency follow from that list. Output: one JSON object
-  {"kind": "train", "step_ends": [...], ...}. --fake-step-ms replaces the
-  model by a sleep (no PyTorch), to try the orchestration without a GPU.
+  {"kind": "train", "step_ends": [...], ...}. --host-ms adds that much
+  work on the host after each step, the GPU idle for this job meanwhile
+  (an environment step, a data pipeline on the CPU). --fake-step-ms
+  replaces the model by a sleep (no PyTorch), to try the orchestration
+  without a GPU.
 
 usage: train_steps.py rate [--seconds S] [--warmup N] [--model NAME]... [--device cuda|cpu]
        train_steps.py window [--window S] [--width N --depth N --batch N --dtype bf16|fp16|fp32]
-                             [--ready-file F --start-file F] [--out FILE] [--fake-step-ms MS]
+                             [--host-ms MS] [--ready-file F --start-file F] [--out FILE]
+                             [--fake-step-ms MS]
 """
 
 import argparse
@@ -150,6 +154,13 @@ def build_fake(args):
     return step, {"torch": None, "gpu": "fake"}, lambda: 0.0
 
 
+def work_on_host(ms):
+    """Keeps this thread busy on the CPU for `ms` milliseconds, launching nothing."""
+    until = time.perf_counter() + ms / 1000.0
+    while time.perf_counter() < until:
+        pass
+
+
 def window(args):
     watch = jobutil.ParentWatch()
     began = time.monotonic()
@@ -161,6 +172,7 @@ def window(args):
     built = time.monotonic()
     for _ in range(args.warmup_steps):
         step()
+        work_on_host(args.host_ms)
     warmed = time.monotonic()
     t0 = jobutil.barrier(args.ready_file, args.start_file, args.barrier_timeout, watch)
     late = time.monotonic() - t0
@@ -168,6 +180,7 @@ def window(args):
     ends = []
     while True:
         step()
+        work_on_host(args.host_ms)
         now = time.monotonic()
         ends.append(now - t0)
         if now >= end_at:
@@ -177,7 +190,7 @@ def window(args):
         "kind": "train", "name": args.name, "ok": True, "pid": os.getpid(),
         **info,
         "model": {"width": args.width, "depth": args.depth, "batch": args.batch,
-                  "dtype": args.dtype, "fake_step_ms": args.fake_step_ms},
+                  "dtype": args.dtype, "fake_step_ms": args.fake_step_ms, "host_ms": args.host_ms},
         "build_s": round(built - began, 3), "warmup_steps": args.warmup_steps,
         "warmup_s": round(warmed - built, 3), "late_start_s": round(late, 6),
         "window_s": args.window, "steps": len(ends),
@@ -208,6 +221,8 @@ def main():
     p.add_argument("--batch", type=int, default=8192)
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=device_help)
+    p.add_argument("--host-ms", type=float, default=0.0,
+                   help="work on the host after each step, launching nothing")
     p.add_argument("--fake-step-ms", type=float, default=0.0,
                    help="dry run: sleep this long per step instead of training")
 

@@ -17,6 +17,13 @@ rate over the fastest's, the aggregate. Verdict (median over trials): Jain
 shares should be 75/25, which a weight-normalised Jain's index >= 0.99
 checks.
 
+`host`: two such training jobs beside a third that works on the host
+after each of its small steps (SCHED_SMALL_ARGS, then SCHED_HOST_MS of CPU
+work, default 30: an environment step, a data pipeline on the CPU). Its
+GPU sits idle then; gshare lends the token meanwhile (README, loans).
+Verdict: the two training jobs' aggregate >= 1.0 of theirs natively, and
+the host-bound job's steps/s >= 0.9 of its native rate beside them.
+
 The small jobs are measured over a longer window (SCHED_SMALL_WINDOW_S,
 default 30): 64 jobs taking turns of 20-40 ms go round in 1.3-2.6 s, and a
 job's share over a window is known only to about one turn in the turns it
@@ -24,8 +31,9 @@ got there (15 s: 6-12 of them).
 
 Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
-`--width 256 --depth 4 --batch 512`), SCHED_FAIR_CONFIGS (a subset of n2 n4
-n8 w31 small, default all), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
+`--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
+subset of n2 n4 n8 w31 small host, default all), SCHED_GSHARE_EXTRA,
+SCHED_BUDGET_S.
 """
 
 import sys
@@ -41,8 +49,10 @@ CONFIGS = {
     "n8": {"weights": [1] * 8, "label": "8 identical jobs"},
     "w31": {"weights": [3, 1], "label": "2 jobs, GSHARE_WEIGHT 3:1", "native": "n2"},
     "small": {"weights": None, "label": "small jobs", "small": True},
+    "host": {"weights": [1, 1, 1], "label": "2 jobs beside one working on the host", "host": True},
 }
-COMPARED = ("n2", "n4", "n8", "w31", "small")
+COMPARED = ("n2", "n4", "n8", "w31", "small", "host")
+HOST_TARGET = 0.9  # the host-bound job's rate under gshare over its native rate
 JAIN_TARGET = 0.99
 AGGREGATE_TARGET = 1.0
 SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
@@ -59,14 +69,22 @@ def small_argv(ctx, window):
     return argv + (common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS)
 
 
+def host_argv(ctx, window):
+    """The host-bound job of `host`: a small step, then CPU work."""
+    return small_argv(ctx, window) + ["--host-ms", str(common.env_float("SCHED_HOST_MS", 30.0))]
+
+
 def run_config(ctx, config, mode, trial, window):
     weights = weights_of(config)
     small = CONFIGS[config].get("small", False)
+    host = CONFIGS[config].get("host", False)
     jobs = []
     weighted = mode == "gshare" and len(set(weights)) > 1
     for index, weight in enumerate(weights):
         job_vars = {"GSHARE_WEIGHT": str(weight)} if weighted else None
         argv = small_argv(ctx, window) if small else ctx.train_argv(window)
+        if host and index == len(weights) - 1:
+            argv = host_argv(ctx, window)
         jobs.append((f"job{index}", argv, job_vars))
     # Many processes start their interpreters and contexts at once.
     ready_timeout = 90.0 + 3.0 * len(weights) if len(weights) > 8 else 90.0
@@ -89,6 +107,7 @@ def body(ctx, state):
                        "train_args": common.env_words("SCHED_TRAIN_ARGS"),
                        "small_jobs": len(weights_of("small")),
                        "small_args": common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS,
+                       "host_ms": common.env_float("SCHED_HOST_MS", 30.0),
                        "configs": chosen}
     for trial in range(1, trials + 1):
         modes = ["native", "gshare"] if trial % 2 else ["gshare", "native"]
@@ -124,6 +143,9 @@ def summarize(records):
     for config in COMPARED:
         spec = CONFIGS[config]
         if not any(c == config for c, _, _ in found):
+            continue
+        if spec.get("host"):
+            rows.append(host_row(config, spec, found, metric))
             continue
         reference = spec.get("native", config)
         weights = weights_of(config) if spec["weights"] is None else spec["weights"]
@@ -189,6 +211,37 @@ def summarize(records):
     return rows, alone_row
 
 
+def host_row(config, spec, found, metric):
+    """`host`'s row: the training jobs' aggregate and the host-bound job's
+    rate (the last job), each under gshare over natively, per trial."""
+    per_trial = []
+    for trial in sorted({t for c, m, t in found if c == config and m == "gshare"}):
+        gshare, native = metric(config, "gshare", trial), metric(config, "native", trial)
+        if gshare is None:
+            continue
+        training = sum(gshare["steps_per_s"][:-1])
+        native_training = sum(native["steps_per_s"][:-1]) if native else None
+        per_trial.append({
+            "trial": trial, "gshare_training": training, "native_training": native_training,
+            "training_ratio": stats.ratio(training, native_training),
+            "gshare_host": gshare["steps_per_s"][-1],
+            "native_host": native["steps_per_s"][-1] if native else None,
+            "host_ratio": stats.ratio(gshare["steps_per_s"][-1], native["steps_per_s"][-1] if native else None),
+        })
+    training_ratio = stats.median([t["training_ratio"] for t in per_trial])
+    host_ratio = stats.median([t["host_ratio"] for t in per_trial])
+    return {
+        "config": config, "label": spec["label"], "host": True, "trials": per_trial,
+        "training_ratio": training_ratio, "host_ratio": host_ratio,
+        "training_ratio_min": min((t["training_ratio"] for t in per_trial if t["training_ratio"] is not None),
+                                  default=None),
+        "host_ratio_min": min((t["host_ratio"] for t in per_trial if t["host_ratio"] is not None), default=None),
+        "targets": {"training_ratio": f">= {AGGREGATE_TARGET}", "host_ratio": f">= {HOST_TARGET}"},
+        "met": {"training_ratio": None if training_ratio is None else training_ratio >= AGGREGATE_TARGET,
+                "host_ratio": None if host_ratio is None else host_ratio >= HOST_TARGET},
+    }
+
+
 def yes_no(flag):
     return "no data" if flag is None else ("yes" if flag else "**no**")
 
@@ -214,6 +267,8 @@ def render(ctx, state, complete):
               "(≥ 1.0) | shares under gshare (expected) | Jain (≥ 0.99), min | slowest / fastest "
               "(small jobs ≥ 0.9), min | met? |",
               "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    host_rows = [row for row in rows if row.get("host")]
+    rows = [row for row in rows if not row.get("host")]
     for row in rows:
         shares = "—" if row["shares"] is None else "/".join(
             f"{100 * s:.1f}" if s is not None else "—" for s in row["shares"])
@@ -239,6 +294,19 @@ def render(ctx, state, complete):
                          + ("—" if not t["native_shares"] or len(t["native_shares"]) > 8 else
                             "/".join(f"{100 * s:.1f}" for s in t["native_shares"] if s is not None)))
     lines.append("")
+    for row in host_rows:
+        met = list(row["met"].values())
+        verdict = "no data" if None in met else ("yes" if all(met) else "**no**")
+        lines += [f"{row['label']} (it works {config.get('host_ms', '?')} ms on the host after each "
+                  f"step), under gshare over natively, median and least over trials: the two training "
+                  f"jobs' aggregate {common.fmt(row['training_ratio'])}, {common.fmt(row['training_ratio_min'])} "
+                  f"(≥ {AGGREGATE_TARGET}); the host-bound job's steps/s {common.fmt(row['host_ratio'])}, "
+                  f"{common.fmt(row['host_ratio_min'])} (≥ {HOST_TARGET}); met: {verdict}.", ""]
+        for t in row["trials"]:
+            lines.append(f"- trial {t['trial']}: training {common.fmt(t['gshare_training'], '.1f')} / "
+                         f"{common.fmt(t['native_training'], '.1f')} steps/s; host-bound "
+                         f"{common.fmt(t['gshare_host'], '.1f')} / {common.fmt(t['native_host'], '.1f')}")
+        lines.append("")
     lines += common.failures_markdown(records)
     lines.append(f"Raw job outputs and logs: {ctx.raw}/")
     lines.append("")

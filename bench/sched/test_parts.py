@@ -145,6 +145,25 @@ class FairSummary(unittest.TestCase):
         self.assertAlmostEqual(row["trials"][0]["native_slowest_over_fastest"], 1.0, places=2)
 
 
+    def test_host_bound_job_beside_training(self):
+        # Natively the host-bound job (the last) makes 20 steps/s beside two
+        # trainers of 50; under gshare 19 (0.95), the trainers 55 each (1.1).
+        records = []
+        for mode, train_step, host_step in (("native", 0.020, 0.050), ("gshare", 1 / 55, 1 / 19)):
+            jobs = {"job0": train_result(train_step, 10), "job1": train_result(train_step, 10),
+                    "job2": train_result(host_step, 10)}
+            r = record(jobs, config="host", mode=mode, trial=1)
+            r["metrics"] = metrics.train(r)
+            records.append(r)
+        rows, _ = fair.summarize(records)
+        [row] = rows
+        self.assertTrue(row["host"])
+        self.assertAlmostEqual(row["training_ratio"], 1.1, places=1)
+        self.assertAlmostEqual(row["host_ratio"], 0.95, places=1)
+        self.assertTrue(row["met"]["training_ratio"])
+        self.assertTrue(row["met"]["host_ratio"])
+
+
 class QuantumSummary(unittest.TestCase):
     def test_rows_and_choice(self):
         records = []
