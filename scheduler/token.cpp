@@ -594,7 +594,10 @@ struct HolderWatch {
   bool on_host(const Slot& s, uint64_t now, bool unsettled, uint64_t* left) {
     *left = kMaxSleepNs;
     if (lend_asked || unsettled || s.handover_mode != shm::kHandoverOverlap) return false;
-    if (s.gpu_waits.load(std::memory_order_relaxed) != 0) return false;
+    // Inside a sync, or not yet awake from its wait for the grant (a
+    // loaded machine takes milliseconds to wake a job): not on the host.
+    if (s.gpu_waits.load(std::memory_order_relaxed) != 0 || s.token_waits.load(std::memory_order_relaxed) != 0)
+      return false;
     if (s.launches_at_sync.load(std::memory_order_relaxed) != launches) return false;
     const uint64_t still = now - still_since;
     if (still < kLendAfterNs) {
