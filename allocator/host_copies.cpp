@@ -13,7 +13,7 @@ namespace {
 
 constexpr size_t kPage = 4096;
 constexpr size_t kPerThread = size_t(1) << 30;  // a toucher per GiB
-constexpr int kMaxTouchers = 8;
+constexpr int kMaxTouchers = tunables::kPageOutTouchers;
 
 struct Span {
   char* begin;

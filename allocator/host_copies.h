@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/tunables.h"
+
 namespace gshare::allocator {
 
 struct HostCopy {
@@ -22,7 +24,7 @@ struct HostCopy {
 
 // `bytes` of pinned host memory, or pointer 0 when neither way worked.
 // Faulted in by up to `max_touchers` threads (one per GiB).
-HostCopy make_host_copy(size_t bytes, int max_touchers = 8);
+HostCopy make_host_copy(size_t bytes, int max_touchers = tunables::kPageOutTouchers);
 
 // Gives a copy made by make_host_copy back.
 void free_host_copy(const HostCopy& copy, size_t bytes);

@@ -30,8 +30,10 @@ inline constexpr uint64_t kCacheFirstNs = 1'000'000'000;
 // After a job was asked to free the host copies it keeps (another job's
 // page-out needed the host memory), it makes none ahead for this long.
 inline constexpr uint64_t kHostCopyPauseNs = 10'000'000'000;
-// Threads that fault a host copy made ahead in (one per GiB at most): the
-// job computes meanwhile, and a page-out uses up to 8.
+// Threads that fault a host copy in (one per GiB at most): a page-out's
+// in a hurry (the next job waits), a copy made ahead with fewer (the job
+// computes meanwhile). gshare-sim pins ahead at their ratio of the rate.
+inline constexpr int kPageOutTouchers = 8;
 inline constexpr int kPrepareTouchers = 2;
 // The page-in rate the prefetch policy assumes before any page-in on the
 // GPU has been measured: pinned host-to-device copies over PCIe 4 x16.

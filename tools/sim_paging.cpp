@@ -57,6 +57,21 @@ uint64_t page_out_pins(std::vector<JobState>& jobs, int victim, const PagingMode
   return pins;
 }
 
+// While `job` runs for `compute_ns`, what of its copy it pins ahead
+// (PagingModel::copies_ahead): within the host limit, asking no one.
+void pin_ahead(std::vector<JobState>& jobs, JobState& job, uint64_t compute_ns, const PagingModel& model) {
+  if (!model.copies_ahead || model.pin_gb_per_s <= 0 || job.host >= job.bytes) return;
+  uint64_t room = UINT64_MAX;
+  if (model.host_limit_bytes) {
+    uint64_t held = 0;
+    for (const JobState& s : jobs) held += s.host;
+    room = model.host_limit_bytes > held ? model.host_limit_bytes - held : 0;
+  }
+  const double rate = model.pin_gb_per_s * tunables::kPrepareTouchers / tunables::kPageOutTouchers;
+  const uint64_t in_turn = uint64_t(double(compute_ns) * rate);  // GB/s is bytes per ns
+  job.host += std::min({job.bytes - job.host, room, in_turn});
+}
+
 // A turn's length, as live (rules/policy.h): it pays for its switch, at
 // least kTurnPerSwitchCost times what the switch cost (or would cost, the
 // copies hidden), up to kMaxTurnNs.
@@ -182,6 +197,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
       compute = std::min(compute, iters * job.iteration_ns);
     }
     rules::charge(view[j], compute);
+    if (result.swapped_bytes > 0) pin_ahead(jobs, job, compute, model);
     now += compute;
     job.left_ns -= compute;
     job.started = true;

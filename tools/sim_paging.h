@@ -26,7 +26,10 @@
 //   - Pinning (PagingModel::pin_gb_per_s): a page-out of a job that keeps
 //     no pinned copy pins its footprint first. Jobs keep their copies when
 //     paged back in; past PagingModel::host_limit_bytes, a page-out makes
-//     resident jobs give theirs up, largest first, as live.
+//     resident jobs give theirs up, largest first, as live. Once jobs take
+//     turns through host memory, a job pins its copy ahead while it runs
+//     (PagingModel::copies_ahead), within the limit, at the rate of the
+//     fewer threads live uses for that: its page-out then only copies.
 //   - Without prefetch the copies happen between turns: the GPU idles for
 //     all of them. With prefetch they start as the previous turn starts,
 //     overlapping its compute, where their room was there during that
@@ -67,6 +70,10 @@ struct PagingModel {
   // A page-out past it frees copies that resident jobs keep, the largest
   // first, as live: each pins again at its own next page-out.
   uint64_t host_limit_bytes = 0;
+  // With pinning: a running job pins its copy ahead, as live's pager does
+  // while jobs take turns through host memory (allocator/pager.cpp,
+  // prepare_host_copy), at kPrepareTouchers / kPageOutTouchers of the rate.
+  bool copies_ahead = true;
 };
 
 struct Schedule {
