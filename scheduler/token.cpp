@@ -237,7 +237,8 @@ int pick_among_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int cu
 // again since (it works on the host between launches, or has stopped). A
 // grant would sit unused while the others wait; it competes again, in its
 // place on the policy's order, as soon as it asks. (fifo keeps its order
-// of arrival.)
+// of arrival, and priority its order of priorities: a higher job is
+// preferred even between its requests, and lends at its syncs instead.)
 int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current, bool lane_waiters_too = false) {
   bool parked[kMaxSlots] = {};
   if (!lane_waiters_too) {
@@ -247,7 +248,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
       t.jobs[i].active = false;
     }
   }
-  if (policy != Policy::kFifo) {
+  if (policy != Policy::kFifo && policy != Policy::kPriority) {
     bool asks[kMaxSlots] = {};
     bool any_asks = false, any_silent = false;
     for (int i = 0; i < t.count; ++i) {
@@ -441,10 +442,11 @@ struct IdleVerdict {
   bool on_host = false;  // idle only on the GPU, briefly: lend, do not take
 };
 
-// Whether a holder's token is lent while it works on the host: under
-// every policy, except while paging is active (a loan would page a job in
-// for a few milliseconds).
-bool lends(const Region& r) { return page_in_rate(r) == 0; }
+// Whether a holder's token is lent while it works on the host: not under
+// priority, whose holder lends at its syncs to lower priorities only
+// (lend_while_idle), and not while paging is active (a loan would page a
+// job in for a few milliseconds).
+bool lends(const Region& r) { return region_policy(r.header) != Policy::kPriority && page_in_rate(r) == 0; }
 
 // The holder found working on the host (`verdict`) lends token `k` to the
 // job the policy picks among the others, if any: the borrower runs with
@@ -594,9 +596,12 @@ struct HolderWatch {
   bool on_host(const Slot& s, uint64_t now, bool unsettled, uint64_t* left) {
     *left = kMaxSleepNs;
     if (lend_asked || unsettled || s.handover_mode != shm::kHandoverOverlap) return false;
-    // Inside a sync, or not yet awake from its wait for the grant (a
-    // loaded machine takes milliseconds to wake a job): not on the host.
-    if (s.gpu_waits.load(std::memory_order_relaxed) != 0 || s.token_waits.load(std::memory_order_relaxed) != 0)
+    // Inside a sync, not yet awake from its wait for the grant (a loaded
+    // machine takes milliseconds to wake a job), or waiting in an
+    // allocation for memory (with its token, for page-outs or caches it
+    // asked for): not on the host.
+    if (s.gpu_waits.load(std::memory_order_relaxed) != 0 || s.token_waits.load(std::memory_order_relaxed) != 0 ||
+        s.admission != shm::kAdmitted)
       return false;
     if (s.launches_at_sync.load(std::memory_order_relaxed) != launches) return false;
     const uint64_t still = now - still_since;
