@@ -69,6 +69,46 @@ int in_child(Body body) {
   return status;
 }
 
+// A child process that runs `setup` (true: it is ready) and then stays
+// alive, holding what it set up, until end().
+class LiveChild {
+ public:
+  template <class Setup>
+  explicit LiveChild(Setup&& setup) {
+    int ready[2], done[2];
+    if (pipe(ready) != 0 || pipe(done) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      char c = setup() ? 'y' : 'n';
+      (void)!write(ready[1], &c, 1);
+      (void)!read(done[0], &c, 1);
+      _exit(0);
+    }
+    close(ready[1]);
+    close(done[0]);
+    done_ = done[1];
+    char c = 0;
+    ready_ = pid_ > 0 && read(ready[0], &c, 1) == 1 && c == 'y';
+    close(ready[0]);
+  }
+  ~LiveChild() { end(); }
+  LiveChild(const LiveChild&) = delete;
+  LiveChild& operator=(const LiveChild&) = delete;
+  bool ready() const { return ready_; }
+  void end() {
+    if (pid_ <= 0) return;
+    (void)!write(done_, "x", 1);
+    close(done_);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int done_ = -1;
+  bool ready_ = false;
+};
+
 // Live processes as another process sees them: a process never sees its own
 // POSIX locks, so the view is taken from a child, like gshare-top.
 int live_processes_seen_from_outside(const std::string& dir) {
@@ -191,23 +231,15 @@ TEST_CASE("a newcomer clears out the dead before it claims a slot") {
 
 TEST_CASE("a newcomer corrects GPU totals that its live slots do not add up to") {
   TempDir dir;
-  int ready[2], done[2];
-  REQUIRE(pipe(ready) == 0);
-  REQUIRE(pipe(done) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {  // a live job holding 1 GiB, whose region a broken writer then marks full
-    Arbiter child = open_arbiter(dir.path);
-    bool ok = child.claim_slot(identity(8 * kGiB)) &&
-              child.reserve(1 * kGiB).status == ReserveStatus::kGranted;
-    child.region()->header.reserved_bytes = uint64_t(7) << 56;
-    char c = ok ? 'y' : 'n';
-    (void)!write(ready[1], &c, 1);
-    (void)!read(done[0], &c, 1);
-    _exit(0);
-  }
-  char c = 0;
-  REQUIRE(read(ready[0], &c, 1) == 1);
-  REQUIRE(c == 'y');
+  // A live job holding 1 GiB, whose region a broken writer then marks full.
+  LiveChild child([&] {
+    Arbiter arbiter = open_arbiter(dir.path);
+    bool ok = arbiter.claim_slot(identity(8 * kGiB)) &&
+              arbiter.reserve(1 * kGiB).status == ReserveStatus::kGranted;
+    arbiter.region()->header.reserved_bytes = uint64_t(7) << 56;
+    return ok;
+  });
+  REQUIRE(child.ready());
   Arbiter a = open_arbiter(dir.path);
   REQUIRE(a.claim_slot(identity(8 * kGiB)));
   CHECK(a.region()->header.reserved_bytes == 1 * kGiB);
@@ -215,28 +247,16 @@ TEST_CASE("a newcomer corrects GPU totals that its live slots do not add up to")
   CHECK(a.region()->header.repairs == 1);
   CHECK(a.reserve(6 * kGiB).status == ReserveStatus::kGranted);
   CHECK(valid(a));
-  (void)!write(done[1], "x", 1);
-  waitpid(pid, nullptr, 0);
 }
 
 TEST_CASE("a live process's reservation is respected across processes") {
   TempDir dir;
-  int ready[2], done[2];
-  REQUIRE(pipe(ready) == 0);
-  REQUIRE(pipe(done) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    Arbiter child = open_arbiter(dir.path);
-    bool ok = child.claim_slot(identity(8 * kGiB)) &&
-              child.reserve(6 * kGiB).status == ReserveStatus::kGranted;
-    char c = ok ? 'y' : 'n';
-    (void)!write(ready[1], &c, 1);
-    (void)!read(done[0], &c, 1);
-    _exit(0);
-  }
-  char c = 0;
-  REQUIRE(read(ready[0], &c, 1) == 1);
-  REQUIRE(c == 'y');
+  LiveChild child([&] {
+    Arbiter arbiter = open_arbiter(dir.path);
+    return arbiter.claim_slot(identity(8 * kGiB)) &&
+           arbiter.reserve(6 * kGiB).status == ReserveStatus::kGranted;
+  });
+  REQUIRE(child.ready());
   Arbiter a = open_arbiter(dir.path);
   REQUIRE(a.claim_slot(identity(8 * kGiB)));
   ReserveResult r = a.reserve(4 * kGiB);
@@ -244,8 +264,7 @@ TEST_CASE("a live process's reservation is respected across processes") {
   CHECK(r.in_use_bytes == 6 * kGiB);
   CHECK(a.reclaim_dead_slots() == 0);
   CHECK(live_processes_seen_from_outside(dir.path) == 2);
-  (void)!write(done[1], "x", 1);
-  waitpid(pid, nullptr, 0);
+  child.end();
   CHECK(live_processes_seen_from_outside(dir.path) == 1);  // the dead one vanishes at once
   CHECK(a.reserve(4 * kGiB).status == ReserveStatus::kGranted);
 }
