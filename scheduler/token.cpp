@@ -375,13 +375,15 @@ bool lengthen_slice_locked(shm::Token& token, uint64_t turn, uint64_t now) {
   return true;
 }
 
-// Whether token `k` is on loan: its lender may take it back at its next
-// launch. A loan older than the lender's idle time is over (the lender
+// The slot that may take token `k` back at its next launch, or -1: no
+// loan. A loan older than the lender's idle time is over (the lender
 // competes as usual when it comes back).
-bool on_loan_locked(const Region& r, int k, uint64_t now) {
+int loan_lender_locked(const Region& r, int k, uint64_t now) {
   const int lender = shm::lender_of_locked(r, k);
-  return lender >= 0 && now - r.header.tokens[k].lent_mono_ns < idle_time_of(r.slots[lender]);
+  return lender >= 0 && now - r.header.tokens[k].lent_mono_ns < idle_time_of(r.slots[lender]) ? lender : -1;
 }
+
+bool on_loan_locked(const Region& r, int k, uint64_t now) { return loan_lender_locked(r, k, now) >= 0; }
 
 // The holder's gate: open; bounded under priority while a higher job
 // exists, and while it holds the token on loan (the lender, taking it back
@@ -472,8 +474,8 @@ bool take_back_locked(Arbiter& arbiter, int k, JobTable& t, uint64_t now) {
   Region& r = *arbiter.region();
   shm::Token& token = r.header.tokens[k];
   const int own = arbiter.own_slot();
-  if (shm::lender_of_locked(r, k) != own || holder_slot_locked(arbiter, k) == own) return false;
-  if (!on_loan_locked(r, k, now) || t.index(own) < 0) return false;
+  if (loan_lender_locked(r, k, now) != own || holder_slot_locked(arbiter, k) == own || t.index(own) < 0)
+    return false;
   const uint64_t start = token.lender_slice_start_mono_ns, end = token.lender_slice_end_mono_ns;
   grant_locked(arbiter, k, t, t.index(own), shm::kJobWaiting, now);
   shm::resume_lender_slice_locked(token, start, end);
