@@ -32,6 +32,13 @@ uint64_t pin_ns(uint64_t bytes, const PagingModel& model) {
   return model.pin_gb_per_s > 0 ? uint64_t(double(bytes) / (model.pin_gb_per_s * 1e9) * 1e9) : 0;
 }
 
+// The pinned host memory all jobs hold.
+uint64_t host_held(const std::vector<JobState>& jobs) {
+  uint64_t held = 0;
+  for (const JobState& s : jobs) held += s.host;
+  return held;
+}
+
 // A page-out of `victim`: the host memory it must pin (none if it kept its
 // copy). Past the host limit, resident jobs other than it give their kept
 // copies up, the largest first, until it fits (as far as they can).
@@ -39,8 +46,7 @@ uint64_t page_out_pins(std::vector<JobState>& jobs, int victim, const PagingMode
   JobState& v = jobs[victim];
   const uint64_t pins = v.bytes > v.host ? v.bytes - v.host : 0;
   if (model.host_limit_bytes) {
-    uint64_t held = 0;
-    for (const JobState& s : jobs) held += s.host;
+    uint64_t held = host_held(jobs);
     while (held + pins > model.host_limit_bytes) {
       int keeper = -1;
       for (size_t k = 0; k < jobs.size(); ++k)
@@ -63,8 +69,7 @@ void pin_ahead(std::vector<JobState>& jobs, JobState& job, uint64_t compute_ns, 
   if (!model.copies_ahead || model.pin_gb_per_s <= 0 || job.host >= job.bytes) return;
   uint64_t room = UINT64_MAX;
   if (model.host_limit_bytes) {
-    uint64_t held = 0;
-    for (const JobState& s : jobs) held += s.host;
+    const uint64_t held = host_held(jobs);
     room = model.host_limit_bytes > held ? model.host_limit_bytes - held : 0;
   }
   const double rate = model.pin_gb_per_s * tunables::kPrepareTouchers / tunables::kPageOutTouchers;
