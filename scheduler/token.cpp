@@ -383,16 +383,16 @@ int loan_lender_locked(const Region& r, int k, uint64_t now) {
   return lender >= 0 && now - r.header.tokens[k].lent_mono_ns < idle_time_of(r.slots[lender]) ? lender : -1;
 }
 
-bool on_loan_locked(const Region& r, int k, uint64_t now) { return loan_lender_locked(r, k, now) >= 0; }
-
 // The holder's gate: open; bounded under priority while a higher job
-// exists, and while it holds the token on loan (the lender, taking it back
-// at its next launch, finds little of the borrower's work queued); and,
-// while the switch that made it the holder waits for its first launch,
-// marked so that launch takes the slow path and is measured.
-uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job, const Slot& s, bool on_loan) {
+// exists; and, while the switch that made it the holder waits for its
+// first launch, marked so that launch takes the slow path and is measured.
+// (A borrower is not bounded: on a GPU a step is many short kernels, and
+// one in flight at a time would leave the GPU waiting on the borrower's
+// host between them. The lender taking the token back starts beside the
+// borrower's queued tail, as any job does under overlap.)
+uint32_t open_gate_for(Policy policy, const JobTable& t, const Job& job, const Slot& s) {
   uint32_t gate = shm::kGateOpen;
-  if (on_loan || bounds_in_flight(policy, job, t.jobs, t.count)) gate |= shm::kGateBounded;
+  if (bounds_in_flight(policy, job, t.jobs, t.count)) gate |= shm::kGateBounded;
   if (s.switched_in_mono_ns != 0) gate |= shm::kGateFirstLaunch;
   return gate;
 }
@@ -431,7 +431,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
     uint64_t began = old >= 0 ? r.slots[old].handover_began_mono_ns : 0;
     s.switched_in_mono_ns = began != 0 && began <= now ? began : now;
   }
-  s.gate.store(open_gate_for(policy, t, job, s, on_loan_locked(r, k, now)), std::memory_order_release);
+  s.gate.store(open_gate_for(policy, t, job, s), std::memory_order_release);
   shm::wake_waiters(h);
 }
 
@@ -451,8 +451,8 @@ struct IdleVerdict {
 bool lends(const Region& r) { return region_policy(r.header) != Policy::kPriority && page_in_rate(r) == 0; }
 
 // The holder found working on the host (`verdict`) lends token `k` to the
-// job the policy picks among the others, if any: the borrower runs with
-// little in flight until the lender launches again (take_back_locked).
+// job the policy picks among the others, if any: the borrower runs until
+// the lender launches again (take_back_locked).
 void lend_locked(Arbiter& arbiter, int k, JobTable& t, int holder, uint64_t now) {
   Region& r = *arbiter.region();
   shm::Token& token = r.header.tokens[k];
@@ -464,7 +464,7 @@ void lend_locked(Arbiter& arbiter, int k, JobTable& t, int holder, uint64_t now)
   if (next < 0) return;
   const uint64_t start = token.slice_start_mono_ns, end = token.slice_end_mono_ns;
   shm::note_loan_locked(r, k, holder, start, end, now);
-  grant_locked(arbiter, k, t, next, shm::kJobWaiting, now);  // on loan: its gate is bounded
+  grant_locked(arbiter, k, t, next, shm::kJobWaiting, now);
 }
 
 // The lender of token `k`, asking for it as it launches again, takes it
@@ -539,7 +539,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   // bits stay: kGateFirstLaunch only its owner clears, under this lock.
   if (gate & shm::kGateOpen)
     gate = (gate & ~uint32_t(shm::kGateBounded)) |
-           (open_gate_for(policy, t, t.jobs[current], s, on_loan_locked(r, k, now)) & shm::kGateBounded);
+           (open_gate_for(policy, t, t.jobs[current], s) & shm::kGateBounded);
   s.gate.store(gate, std::memory_order_release);
 }
 
@@ -847,7 +847,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
       // Nobody else should run: a new slice, no handover (a switch to this
       // job that has not reached its first launch stays to be measured).
       shm::renew_slice_locked(r.header.tokens[k], now, slice_length(policy, t.jobs[current], me.quantum_ns));
-      me.gate.store(open_gate_for(policy, t, t.jobs[current], me, on_loan_locked(r, k, now)),
+      me.gate.store(open_gate_for(policy, t, t.jobs[current], me),
                     std::memory_order_release);
       return;
     }
