@@ -675,7 +675,15 @@ void mark_waiting_locked(Arbiter& arbiter, uint64_t now) {
   Slot& me = r.slots[arbiter.own_slot()];
   if (me.job_state != shm::kJobIdle) return;
   JobTable t;
-  gather_locked(arbiter, token_index(r, arbiter.own_slot()), t);
+  const int k = token_index(r, arbiter.own_slot());
+  // The holder's clock first: one that kept the token while nobody asked
+  // (the others asleep at a start barrier) may be charged for up to an
+  // upkeep tick of that (account_token_time leaves its idle time out only
+  // from the tick after), and the job coming back is placed against the clock
+  // as it stands after that charge, not before: among 64 jobs a holder
+  // 250 ms ahead waits six rounds of turns for its first.
+  account_locked(arbiter, k, nullptr, now);
+  gather_locked(arbiter, k, t);
   int index = t.index(arbiter.own_slot());
   if (index >= 0) {
     const Policy policy = region_policy(r.header);

@@ -378,7 +378,11 @@ class Context:
                 t0 = exp.start()
                 self.log(f"{name}: all ready after {exp.wall():.1f} s; "
                          f"running {window_s:g} s from T0")
-                exp.wait_exit(t0 + window_s + exit_grace, snapshot_at=t0 + window_s / 2)
+                # gshare's view at the barrier, early in the window (who got
+                # a first turn), and mid-window.
+                exp.wait_exit(t0 + window_s + exit_grace,
+                              snapshots={"barrier": t0 - 0.2, "early": t0 + min(3.0, window_s / 4),
+                                         "mid": t0 + window_s / 2})
                 exp.check_region()
             record = exp.record(loader)
         if record["ok"]:
@@ -459,7 +463,7 @@ class Experiment:
         self.t0 = None
         self.started = time.monotonic()
         self.finished = None
-        self.snapshot_taken = False
+        self.snapshots_taken = set()
         self.start_file = self.sync / "start"
 
     def __enter__(self):
@@ -546,7 +550,9 @@ class Experiment:
         os.replace(temporary, self.start_file)
         return self.t0
 
-    def wait_exit(self, deadline, snapshot_at=None):
+    def wait_exit(self, deadline, snapshots=None):
+        """Waits for every job to exit, taking gshare-top snapshots at
+        `snapshots` (label: monotonic time) on the way."""
         deadline = self.ctx.bounded(deadline)
         while True:
             running = [job for job, p in self.procs.items() if p.poll() is None]
@@ -564,9 +570,10 @@ class Experiment:
                 self.fail(f"timed out: {', '.join(running)} still running; killed")
                 self.kill_all()
                 break
-            if snapshot_at is not None and not self.snapshot_taken and time.monotonic() >= snapshot_at:
-                self.snapshot_taken = True
-                self.snapshot("mid")
+            for label, at in (snapshots or {}).items():
+                if label not in self.snapshots_taken and time.monotonic() >= at:
+                    self.snapshots_taken.add(label)
+                    self.snapshot(label)
             time.sleep(0.05)
         for job, process in self.procs.items():
             code = process.poll()
@@ -577,8 +584,8 @@ class Experiment:
 
     def snapshot(self, label):
         """One gshare-top --json frame into gshare-top-LABEL.json of the raw
-        record (mid-window; at a timeout, to show what the stuck jobs were
-        doing)."""
+        record (at the barrier, early and mid-window; at a timeout, to show
+        what the stuck jobs were doing)."""
         if self.mode != "gshare" or self.ctx.dry_run or not self.ctx.gshare_top.exists():
             return
         env = {k: v for k, v in os.environ.items()

@@ -626,3 +626,49 @@ TEST_CASE("a holder working on the host lends the token until its next launch") 
       if (p["pid"] == host_bound.pid()) CHECK(p["served_ms"].get<double>() < 0.25 * elapsed_ms);
   }
 }
+
+TEST_CASE("under fair, jobs that come back to a running holder are placed level with its clock as charged now") {
+  // A holder's clock is charged at decisions and at every upkeep tick, so
+  // between two it lags by up to a tick (250 ms). Jobs that come back from
+  // idle are placed level with the least clock: placed against the lagging
+  // figure, they stood up to a tick behind the holder, which then waited
+  // for all of them to catch up (among 64 jobs, six rounds of turns). The
+  // holder runs alone, seven jobs join it at once; three times, since the
+  // lag at their arrival is anywhere within a tick.
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    TestGpu gpu;
+    const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}};
+    Client holder(gpu, env);
+    std::vector<std::unique_ptr<Client>> others;
+    for (int i = 0; i < 7; ++i) others.push_back(std::make_unique<Client>(gpu, env));
+    REQUIRE(holder.send("init") == "init ok");
+    for (auto& c : others) REQUIRE(c->send("init") == "init ok");
+    holder.post("trainfor 4 1 2000 sync 0");
+    await_launched(gpu, holder);
+    usleep(1'000'000 + 83'000 * round);
+    for (auto& c : others) c->post("trainfor 2 1 2000 sync 0");
+    CHECK(words(holder.reply(20)).at(1) == "ok");
+    for (auto& c : others) CHECK(words(c->reply(20)).at(1) == "ok");
+    auto all = read_kernel_trace(gpu.kernel_trace());
+    uint64_t joined = UINT64_MAX;
+    for (auto& c : others) {
+      auto runs = kernels_of(all, c->pid());
+      REQUIRE_FALSE(runs.empty());
+      joined = std::min(joined, runs.front().start_ns);
+    }
+    // The holder's longest wait in the newcomers' first second: its turn
+    // comes after one of each of theirs (7 x 20 ms, and switches).
+    const uint64_t until = joined + 1000 * kMs;
+    uint64_t longest = 0, last_end = joined;
+    for (const KernelRun& k : kernels_of(all, holder.pid())) {
+      if (k.end_ns <= joined) continue;
+      if (k.start_ns >= until) break;
+      if (k.start_ns > last_end) longest = std::max(longest, k.start_ns - last_end);
+      last_end = std::max(last_end, k.end_ns);
+    }
+    if (until > last_end) longest = std::max(longest, until - last_end);
+    INFO(gpu.top_json().dump());
+    CHECK(longest < 400 * kMs);
+  }
+}
