@@ -468,15 +468,21 @@ void lend_locked(Arbiter& arbiter, int k, JobTable& t, int holder, uint64_t now)
 }
 
 // The lender of token `k`, asking for it as it launches again, takes it
-// back from the borrower, with its own slice as it stood. A loan older
-// than the lender's idle time is over: the lender competes as usual.
+// back from the borrower, with its own slice moved on by the loan's
+// length: a turn counts only the time its job held the token, so that a
+// job working on the host between short steps runs several steps a turn
+// instead of waiting a turn for each. A loan older than the lender's idle
+// time is over: the lender competes as usual.
 bool take_back_locked(Arbiter& arbiter, int k, JobTable& t, uint64_t now) {
   Region& r = *arbiter.region();
   shm::Token& token = r.header.tokens[k];
   const int own = arbiter.own_slot();
   if (loan_lender_locked(r, k, now) != own || holder_slot_locked(arbiter, k) == own || t.index(own) < 0)
     return false;
-  const uint64_t start = token.lender_slice_start_mono_ns, end = token.lender_slice_end_mono_ns;
+  const uint64_t lent_for = now > token.lent_mono_ns ? now - token.lent_mono_ns : 0;
+  const uint64_t start = token.lender_slice_start_mono_ns + lent_for;
+  const uint64_t end = token.lender_slice_end_mono_ns == UINT64_MAX ? UINT64_MAX
+                                                                    : token.lender_slice_end_mono_ns + lent_for;
   grant_locked(arbiter, k, t, t.index(own), shm::kJobWaiting, now);
   shm::resume_lender_slice_locked(token, start, end);
   return true;

@@ -19,7 +19,8 @@ void give_token_locked(Region& r, int k, int slot, uint64_t now, uint64_t slice_
 // slice ran from `slice_start` to `slice_end` (scheduler/token.h).
 void note_loan_locked(Region& r, int k, int lender, uint64_t slice_start, uint64_t slice_end, uint64_t now);
 
-// Token `k`, just given back to its lender, has the lender's slice again.
+// Token `k`, just given back to its lender, has the lender's slice again
+// (moved on by the loan's length, scheduler/token.cpp).
 void resume_lender_slice_locked(Token& token, uint64_t slice_start, uint64_t slice_end);
 
 // The slot that lent token `k` and may take it back, or -1: no loan, or its
