@@ -611,6 +611,13 @@ struct HolderWatch {
     if (s.gpu_waits.load(std::memory_order_relaxed) != 0 || s.token_waits.load(std::memory_order_relaxed) != 0 ||
         s.admission != shm::kAdmitted)
       return false;
+    // Nor one that has not launched since the switch that made it the
+    // holder: it is waking, or took the token only to try an allocation
+    // again (a lane's space held by a lane-mate). Two such jobs lent the
+    // token to each other thousands of times a second, each taking it
+    // only to fail and step aside, while the lane-mate that held the
+    // space waited for a turn.
+    if (s.switched_in_mono_ns != 0) return false;
     if (s.launches_at_sync.load(std::memory_order_relaxed) != launches) return false;
     const uint64_t still = now - still_since;
     if (still < kLendAfterNs) {
