@@ -596,7 +596,11 @@ struct HolderWatch {
   // After idle(): whether the holder works on the host, its GPU idle: it
   // has stood still for kLendAfterNs, outside any sync, with nothing it
   // launched still queued (its last host sync came after its last
-  // launch). `left` gets how long until it would have. Never a holder
+  // launch). `left` gets how long until it could have: a holder busy on
+  // the GPU now may be on the host a few milliseconds later, and the
+  // watcher looks again then, not at the slice's end (a job that runs a
+  // 3 ms step and works 30 ms on the host would hold the token through its
+  // host work, its turn over before the watcher looked). Never a holder
   // with memory its lane needs (`unsettled`: Arbiter::holds_unsettled_memory;
   // a lane-mate could not run its iteration beside it), nor one whose
   // handovers are strict: taking the token back, it would find the
@@ -604,6 +608,7 @@ struct HolderWatch {
   bool on_host(const Slot& s, uint64_t now, bool unsettled, uint64_t* left) {
     *left = kMaxSleepNs;
     if (lend_asked || unsettled || s.handover_mode != shm::kHandoverOverlap) return false;
+    *left = kLendAfterNs;
     // Inside a sync, not yet awake from its wait for the grant (a loaded
     // machine takes milliseconds to wake a job), or waiting in an
     // allocation for memory (with its token, for page-outs or caches it

@@ -672,3 +672,28 @@ TEST_CASE("under fair, jobs that come back to a running holder are placed level 
     CHECK(longest < 400 * kMs);
   }
 }
+
+TEST_CASE("a holder whose steps are many short kernels lends its token as soon as its host work begins") {
+  // The shape of a PyTorch step: a host-bound job launches ten 300 us
+  // kernels, syncs and works 30 ms on the host; two others run steps of
+  // thirty such kernels and a sync. The loan watcher that woke while the
+  // holder was inside its sync slept until the holder's slice ended (20
+  // ms), so the job held the token through most of its host work: it was
+  // charged a third of the time and made about 100 of its 180 steps in 6 s.
+  TestGpu gpu;
+  const Env env{{"GSHARE_POLICY", "fair"}};
+  Client host_bound(gpu, env), a(gpu, env), b(gpu, env);
+  for (Client* job : {&host_bound, &a, &b}) REQUIRE(job->send("init") == "init ok");
+  a.post("trainfor 4 30 300 sync 0");
+  b.post("trainfor 4 30 300 sync 0");
+  host_bound.post("trainfor 4 10 300 sync 30000");
+  const std::vector<std::string> reply = words(host_bound.reply(20));
+  for (Client* job : {&a, &b}) CHECK(words(job->reply(20)).at(1) == "ok");
+  REQUIRE(reply.at(1) == "ok");
+  nlohmann::json top = gpu.top_json()["gpus"][0];
+  INFO(top.dump());
+  const double steps = std::stod(reply.at(2)), elapsed_ms = std::stod(reply.at(3));
+  CHECK(steps >= 0.85 * elapsed_ms / 34.0);
+  for (const nlohmann::json& p : top["processes"])
+    if (p["pid"] == host_bound.pid()) CHECK(p["served_ms"].get<double>() < 0.25 * elapsed_ms);
+}
