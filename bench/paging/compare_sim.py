@@ -10,7 +10,8 @@ the page-in rate), their median; and the host-memory limit the run had.
 
 usage: compare_sim.py --run DIR --sim PATH/gshare-sim [--host-limit-gib N]
   DIR holds paging.json and raw/ (the job logs) of one paging_bench.py run.
-Prints one JSON object: {"trace": ..., "predicted_s": {...}, "measured_s": {...}}.
+Prints one JSON object: {"trace": ..., "predicted_s": {...}, "measured_s":
+{"on": [...], "off": [...]}, ...}, every run of each kind in order.
 """
 
 import argparse
@@ -65,7 +66,6 @@ def main():
     args = ap.parse_args()
     report = json.load(open(os.path.join(args.run, "paging.json")))
     train = report["train"]
-    runs = {r["prefetch"]: r for r in train["runs"]}
     rate = [r["page_in_gbps_median"] for r in train["runs"] if r.get("page_in_gbps_median")]
     gbps = max(rate) if rate else report["copies"]["h2d_gbps"]
     jobs = []
@@ -99,15 +99,18 @@ def main():
         m = re.match(r"\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", line)
         if m:
             predicted[m.group(1)] = {"no_prefetch_s": float(m.group(2)), "prefetch_s": float(m.group(3))}
-    measured = {k: v["makespan_s"] for k, v in runs.items()}
+    # Every run of each kind, in order (a list may repeat them: on,off,on,off).
+    measured = {}
+    for run in train["runs"]:
+        if run.get("makespan_s"):
+            measured.setdefault(run["prefetch"], []).append(run["makespan_s"])
     out = {"trace": trace, "page_in_gbps": gbps, "pin_gbps": pin, "host_limit_gib": args.host_limit_gib,
            "predicted_s": predicted, "measured_s": measured}
     policy = predicted.get("prefetch")
     if policy:
-        if measured.get("on"):
-            out["live_over_sim_prefetch_on"] = measured["on"] / policy["prefetch_s"]
-        if measured.get("off"):
-            out["live_over_sim_prefetch_off"] = measured["off"] / policy["no_prefetch_s"]
+        for kind, simulated in (("on", policy["prefetch_s"]), ("off", policy["no_prefetch_s"])):
+            if measured.get(kind):
+                out[f"live_over_sim_prefetch_{kind}"] = [m / simulated for m in measured[kind]]
     print(json.dumps(out, indent=1))
 
 

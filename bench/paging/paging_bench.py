@@ -242,6 +242,7 @@ def part_train(args, report):
     report["train"] = {"jobs": jobs, "bank_gib": args.bank_gib, "steps": args.steps,
                        "gpu_bytes": total, "alone": alone, "ideal_s": ideal, "runs": []}
     limit = os.environ.get("BENCH_HOST_MEM_LIMIT", "100GiB")
+    tags = set()
     for entry in args.prefetch.split(","):
         # "on" or "off", then optional ":NAME=VALUE" settings of this run only.
         prefetch, *settings = entry.split(":")
@@ -249,6 +250,13 @@ def part_train(args, report):
                  "GSHARE_LOG": "info", "GSHARE_ADMIT_TIMEOUT_S": str(int(args.timeout))}
         extra.update(setting.split("=", 1) for setting in settings)
         tag = "-".join([f"gshare-prefetch-{prefetch}"] + [x.replace("=", "") for x in settings])
+        # A run repeated in the list ("on,off,on,off": alternating trials)
+        # keeps its own raw files.
+        base, n = tag, 1
+        while tag.lower() in tags:
+            n += 1
+            tag = f"{base}-run{n}"
+        tags.add(tag.lower())
         run = train_run(args, jobs, tag.lower(), preload=args.lib, extra=extra)
         run["prefetch"] = prefetch
         run["settings"] = settings
@@ -336,7 +344,8 @@ def main():
     ap.add_argument("--prefetch", default="on,off",
                     help="train: the runs under gshare, in order, comma-separated: GSHARE_PREFETCH "
                          "on or off, each optionally with :NAME=VALUE settings of its own "
-                         "(on:GSHARE_SLICE_MAX_MS=20000)")
+                         "(on:GSHARE_SLICE_MAX_MS=20000); repeat entries for alternating "
+                         "trials (on,off,on,off)")
     ap.add_argument("parts", nargs="+", choices=["copies", "train", "infer"])
     args = ap.parse_args()
     args.lib = os.path.join(args.build, "libgshare.so")
