@@ -694,6 +694,16 @@ TEST_CASE("a holder whose steps are many short kernels lends its token as soon a
   INFO(top.dump());
   const double steps = std::stod(reply.at(2)), elapsed_ms = std::stod(reply.at(3));
   CHECK(steps >= 0.85 * elapsed_ms / 34.0);
-  for (const nlohmann::json& p : top["processes"])
-    if (p["pid"] == host_bound.pid()) CHECK(p["served_ms"].get<double>() < 0.25 * elapsed_ms);
+  // Charged for what it held: well under either other job (it was charged
+  // as much as they were), by a margin a loaded machine's slower wake-ups
+  // keep.
+  double host_served = 0, least_other = 1e300;
+  for (const nlohmann::json& p : top["processes"]) {
+    const double served = p["served_ms"].get<double>();
+    if (p["pid"] == host_bound.pid())
+      host_served = served;
+    else
+      least_other = std::min(least_other, served);
+  }
+  CHECK(host_served < 0.7 * least_other);
 }
