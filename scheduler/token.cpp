@@ -455,15 +455,13 @@ bool lends(const Region& r) { return region_policy(r.header) != Policy::kPriorit
 // the lender launches again (take_back_locked).
 void lend_locked(Arbiter& arbiter, int k, JobTable& t, int holder, uint64_t now) {
   Region& r = *arbiter.region();
-  shm::Token& token = r.header.tokens[k];
   Job* lender = t.of_slot(holder);
   if (!lender) return;
   lender->active = false;
   const int next = pick_locked(arbiter, region_policy(r.header), t, -1);
   lender->active = true;
   if (next < 0) return;
-  const uint64_t start = token.slice_start_mono_ns, end = token.slice_end_mono_ns;
-  shm::note_loan_locked(r, k, holder, start, end, now);
+  shm::note_loan_locked(r, k, holder, now);
   grant_locked(arbiter, k, t, next, shm::kJobWaiting, now);
 }
 
@@ -475,16 +473,11 @@ void lend_locked(Arbiter& arbiter, int k, JobTable& t, int holder, uint64_t now)
 // time is over: the lender competes as usual.
 bool take_back_locked(Arbiter& arbiter, int k, JobTable& t, uint64_t now) {
   Region& r = *arbiter.region();
-  shm::Token& token = r.header.tokens[k];
   const int own = arbiter.own_slot();
   if (loan_lender_locked(r, k, now) != own || holder_slot_locked(arbiter, k) == own || t.index(own) < 0)
     return false;
-  const uint64_t lent_for = now > token.lent_mono_ns ? now - token.lent_mono_ns : 0;
-  const uint64_t start = token.lender_slice_start_mono_ns + lent_for;
-  const uint64_t end = token.lender_slice_end_mono_ns == UINT64_MAX ? UINT64_MAX
-                                                                    : token.lender_slice_end_mono_ns + lent_for;
   grant_locked(arbiter, k, t, t.index(own), shm::kJobWaiting, now);
-  shm::resume_lender_slice_locked(token, start, end);
+  shm::resume_lender_slice_locked(r.header.tokens[k], now);
   return true;
 }
 

@@ -12,19 +12,21 @@ void give_token_locked(Region& r, int k, int slot, uint64_t now, uint64_t slice_
   renew_slice_locked(token, now, slice_ns);
 }
 
-void note_loan_locked(Region& r, int k, int lender, uint64_t slice_start, uint64_t slice_end, uint64_t now) {
+void note_loan_locked(Region& r, int k, int lender, uint64_t now) {
   Token& token = r.header.tokens[k];
   token.lender = uint32_t(lender) + 1;
   token.lender_generation = r.slots[lender].generation;
   token.lent_mono_ns = now;
-  token.lender_slice_start_mono_ns = slice_start;
-  token.lender_slice_end_mono_ns = slice_end;
+  token.lender_slice_start_mono_ns = token.slice_start_mono_ns;
+  token.lender_slice_end_mono_ns = token.slice_end_mono_ns;
   r.header.loans++;
 }
 
-void resume_lender_slice_locked(Token& token, uint64_t slice_start, uint64_t slice_end) {
-  token.slice_start_mono_ns = slice_start;
-  token.slice_end_mono_ns = slice_end;
+void resume_lender_slice_locked(Token& token, uint64_t now) {
+  const uint64_t lent_for = now > token.lent_mono_ns ? now - token.lent_mono_ns : 0;
+  token.slice_start_mono_ns = token.lender_slice_start_mono_ns + lent_for;
+  token.slice_end_mono_ns =
+      token.lender_slice_end_mono_ns == UINT64_MAX ? UINT64_MAX : token.lender_slice_end_mono_ns + lent_for;
 }
 
 int lender_of_locked(const Region& r, int k) {

@@ -15,13 +15,14 @@ namespace gshare::shm {
 // stands until the lender has the token again, whoever holds it meanwhile.
 void give_token_locked(Region& r, int k, int slot, uint64_t now, uint64_t slice_ns);
 
-// Token `k`, just given to a borrower, is on loan from `lender`, whose
-// slice ran from `slice_start` to `slice_end` (scheduler/token.h).
-void note_loan_locked(Region& r, int k, int lender, uint64_t slice_start, uint64_t slice_end, uint64_t now);
+// Token `k`, about to go to a borrower, is on loan from `lender` from
+// `now`; the lender's slice, as it stands, is kept (scheduler/token.h).
+void note_loan_locked(Region& r, int k, int lender, uint64_t now);
 
-// Token `k`, just given back to its lender, has the lender's slice again
-// (moved on by the loan's length, scheduler/token.cpp).
-void resume_lender_slice_locked(Token& token, uint64_t slice_start, uint64_t slice_end);
+// Token `k`, just given back to its lender, has the lender's slice again,
+// moved on by the loan's length: a turn counts only the time its job held
+// the token (scheduler/token.cpp).
+void resume_lender_slice_locked(Token& token, uint64_t now);
 
 // The slot that lent token `k` and may take it back, or -1: no loan, or its
 // lender's slot was freed or reused since.
