@@ -582,6 +582,23 @@ uint64_t busy_time_in(std::vector<KernelRun> runs, Window w) {
 }
 }  // namespace
 
+namespace {
+// Two jobs that run `train` and a third that runs `host_bound_steps`
+// (short steps, each followed by host work), started together. Returns
+// the third's reply, once all three have answered ok.
+std::vector<std::string> run_beside_host_bound(Client& host_bound, Client& a, Client& b, const std::string& train,
+                                               const std::string& host_bound_steps) {
+  for (Client* job : {&host_bound, &a, &b}) REQUIRE(job->send("init") == "init ok");
+  a.post(train);
+  b.post(train);
+  host_bound.post(host_bound_steps);
+  const std::vector<std::string> reply = words(host_bound.reply(20));
+  for (Client* job : {&a, &b}) CHECK(words(job->reply(20)).at(1) == "ok");
+  REQUIRE(reply.at(1) == "ok");
+  return reply;
+}
+}  // namespace
+
 TEST_CASE("a holder working on the host lends the token until its next launch") {
   // One job spends 30 ms on the host after each 1 ms kernel and its sync;
   // two others launch 2 ms kernels back to back. Holding the token, the
@@ -599,13 +616,8 @@ TEST_CASE("a holder working on the host lends the token until its next launch") 
     const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
                   {"GSHARE_QUANTUM_MS", "5"}, {"GSHARE_HANDOVER", handover}};
     Client host_bound(gpu, env), a(gpu, env), b(gpu, env);
-    for (Client* job : {&host_bound, &a, &b}) REQUIRE(job->send("init") == "init ok");
-    a.post("trainfor 4 1 2000 sync 0");
-    b.post("trainfor 4 1 2000 sync 0");
-    host_bound.post("trainfor 4 1 1000 sync 30000");
-    const std::vector<std::string> reply = words(host_bound.reply(20));
-    for (Client* job : {&a, &b}) CHECK(words(job->reply(20)).at(1) == "ok");
-    REQUIRE(reply.at(1) == "ok");
+    const std::vector<std::string> reply =
+        run_beside_host_bound(host_bound, a, b, "trainfor 4 1 2000 sync 0", "trainfor 4 1 1000 sync 30000");
     nlohmann::json top = gpu.top_json()["gpus"][0];
     if (handover == "strict") {
       CHECK(top["loans"].get<uint64_t>() == 0);
@@ -684,13 +696,8 @@ TEST_CASE("a holder whose steps are many short kernels lends its token as soon a
   TestGpu gpu;
   const Env env{{"GSHARE_POLICY", "fair"}};
   Client host_bound(gpu, env), a(gpu, env), b(gpu, env);
-  for (Client* job : {&host_bound, &a, &b}) REQUIRE(job->send("init") == "init ok");
-  a.post("trainfor 4 30 300 sync 0");
-  b.post("trainfor 4 30 300 sync 0");
-  host_bound.post("trainfor 4 10 300 sync 30000");
-  const std::vector<std::string> reply = words(host_bound.reply(20));
-  for (Client* job : {&a, &b}) CHECK(words(job->reply(20)).at(1) == "ok");
-  REQUIRE(reply.at(1) == "ok");
+  const std::vector<std::string> reply =
+      run_beside_host_bound(host_bound, a, b, "trainfor 4 30 300 sync 0", "trainfor 4 10 300 sync 30000");
   nlohmann::json top = gpu.top_json()["gpus"][0];
   INFO(top.dump());
   const double steps = std::stod(reply.at(2)), elapsed_ms = std::stod(reply.at(3));
