@@ -94,9 +94,10 @@ void log_message(LogLevel level, const char* format, ...) {
   if (!take_rate_token()) return;
   char line[1024] = "gshare: ";
   size_t prefix = 8;
-  // Debug lines carry the monotonic clock (seconds, as CLOCK_MONOTONIC and
-  // Python's time.monotonic() read it), to line them up across processes.
-  if (level == LogLevel::kDebug) {
+  // At GSHARE_LOG=debug every line carries the monotonic clock (seconds, as
+  // CLOCK_MONOTONIC and Python's time.monotonic() read it), to line them up
+  // across processes.
+  if (log_enabled(LogLevel::kDebug)) {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     prefix += size_t(snprintf(line + prefix, sizeof line - prefix, "%ld.%06ld ", long(ts.tv_sec), ts.tv_nsec / 1000));
