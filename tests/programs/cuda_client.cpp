@@ -55,6 +55,8 @@
 //       iteration's end and frees them: a job switched out mid-iteration
 //       is paged out with them live. At the end it checks every word of the
 //       P pieces and frees.
+//       With "@ITERS" it replies "pagetrain ready" once its P is filled and
+//       starts its iterations when released (ELAPSED_MS counts from there).
 //       Replies "pagetrain ok ITERATIONS ELAPSED_MS", "pagetrain bad PIECE
 //       OFFSET GOT WANT at I" (data lost or mixed up), or "pagetrain err
 //       CODE at I".
@@ -491,7 +493,10 @@ std::string run(const std::vector<std::string>& a) {
     out << "memtrain ok " << iterations << " " << long((seconds_now() - start) * 1000);
   } else if (cmd == "pagetrain") {
     double start = seconds_now();
-    long iterations = std::stol(a.at(1));
+    // "@ITERS": set up, say so, and start the steps only when released,
+    // so that several jobs' steps start together.
+    const bool barrier = a.at(1).rfind('@', 0) == 0;
+    long iterations = std::stol(a.at(1).substr(barrier ? 1 : 0));
     uint64_t total = parse_size(a.at(2));
     int count = std::max(1, std::stoi(a.at(3)));
     int kernels = std::stoi(a.at(4));
@@ -500,7 +505,9 @@ std::string run(const std::vector<std::string>& a) {
     void* params[] = {&ns};
     const uint64_t piece = total / uint64_t(count) / 4 * 4;
     std::vector<CUdeviceptr> pieces(size_t(count), 0);
-    auto want = [](int k) { return uint32_t(getpid()) * 64u + uint32_t(k); };
+    // getpid() once: the final check compares every word against it.
+    const uint32_t pid_word = uint32_t(getpid()) * 64u;
+    auto want = [pid_word](int k) { return pid_word + uint32_t(k); };
     auto fail = [&](const std::string& what, long at) {
       for (CUdeviceptr p : pieces)
         if (p) g_api.mem_free(p);
@@ -511,6 +518,12 @@ std::string run(const std::vector<std::string>& a) {
       CUresult r = g_api.mem_alloc(&pieces[k], piece);
       if (r == CUDA_SUCCESS) r = g_api.memset_d32(pieces[k], want(k), piece / 4);
       if (r != CUDA_SUCCESS) return fail("err " + std::to_string(int(r)), -1);
+    }
+    if (barrier) {
+      printf("pagetrain ready\n");
+      fflush(stdout);
+      released(600);
+      start = seconds_now();
     }
     // Checks words of piece k at `offsets` (in words); "" if all are right.
     auto check = [&](int k, const std::vector<uint64_t>& offsets) -> std::string {
