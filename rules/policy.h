@@ -49,7 +49,9 @@ struct Job {
   uint64_t switch_memory_ns = 0;
   // prefetch: the GPU time one turn gives this job (its slice length,
   // rules::slice_length), and what bringing its memory back from host
-  // memory would take now (0: nothing of it is out).
+  // memory takes: all of it, whether it is out now or not (0: it has none
+  // that moves), so that a job's place does not change as it is paged out
+  // and in.
   uint64_t turn_ns = 0;
   uint64_t bring_back_ns = 0;
   // How long the job has been away from the GPU: since its token time was

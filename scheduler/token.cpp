@@ -159,7 +159,11 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
       const uint64_t swap_ns = uint64_t(double(s.paged_out_bytes + s.movable_bytes) / rate * 1e9);
       j.switch_cost_ns = std::max(j.switch_cost_ns, swap_ns);
       j.switch_memory_ns = std::max(j.switch_memory_ns, swap_ns);
-      j.bring_back_ns = uint64_t(double(s.paged_out_bytes) / rate * 1e9);
+      // Its place in prefetch's order counts all of its memory, out now or
+      // not: weighed by what is out, a job paged out for the next job's
+      // room would rank differently at once, become next itself, be
+      // prefetched back and be asked out again, without end.
+      j.bring_back_ns = swap_ns;
     }
     quantum_ns[t.count] = s.quantum_ns;
     t.index_of_slot[i] = t.count++;

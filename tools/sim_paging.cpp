@@ -95,7 +95,8 @@ int weighted_job(std::vector<JobState>& jobs, std::vector<rules::Job>& view, int
     const bool wants = !job.done && job.arrival_ns <= now;
     if (!wants) v.active = false;
     else if (!v.active) rules::activate(Policy::kPrefetch, view.data(), n, i);
-    v.bring_back_ns = job.started && !job.resident ? copy_ns(job.bytes, model) : 0;
+    // All of its memory, resident or not, as live (scheduler/token.cpp).
+    v.bring_back_ns = job.started ? copy_ns(job.bytes, model) : 0;
   }
   return rules::pick_next(Policy::kPrefetch, view.data(), n, holder >= 0 && view[holder].active ? holder : -1);
 }
