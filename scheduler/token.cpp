@@ -341,6 +341,28 @@ void raise_vtime_floor_locked(Arbiter& arbiter, int k, const JobTable* table) {
   if (least != rules::kForever && least > h.vtime_floor_ns) h.vtime_floor_ns = least;
 }
 
+// Time the holder of token `k` (`slot`) ran while no other job asked for
+// the token took nothing from anyone: on fair's clock its lead over the
+// jobs that wait in name only (switched out and working on the host, or
+// waiting for a start) grows to one quantum at most. Carried whole, such a
+// lead (a last warm-up step run alone while 63 jobs waited for their start)
+// would cost it its turns until all of them caught up: seconds among many
+// jobs. `vtime` is its clock charged, `before` what it was.
+void cap_unopposed_lead_locked(const Arbiter& arbiter, int k, int slot, uint64_t before, uint64_t* vtime) {
+  const Region& r = *arbiter.region();
+  if (!keeps_vtime_floor(region_policy(r.header))) return;
+  uint64_t least = rules::kForever;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (int(i) == slot || s.state != shm::kSlotLive || token_index(r, int(i)) != k || !wants_token(s)) continue;
+    if (asks_for_token(arbiter, int(i))) return;  // someone waited for this time
+    least = std::min(least, s.vtime_ns);
+  }
+  if (least == rules::kForever) return;  // alone: the floor follows it
+  const uint64_t cap = least + r.slots[slot].quantum_ns;
+  if (*vtime > cap) *vtime = std::max(before, cap);
+}
+
 // Charges the holder of token `k` for its token time up to `now`, and
 // raises the vtime floor.
 void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
@@ -353,6 +375,7 @@ void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
   job.served_ns = s.served_ns;
   job.vtime_ns = s.vtime_ns;
   charge(job, now - s.accounted_mono_ns);
+  cap_unopposed_lead_locked(arbiter, k, slot, s.vtime_ns, &job.vtime_ns);
   add_share(s, s.accounted_mono_ns, now);
   s.served_ns = job.served_ns;
   s.vtime_ns = job.vtime_ns;
@@ -761,15 +784,22 @@ namespace {
 thread_local uint64_t t_token_wait_ns = 0;
 
 // Adds a wait's time to the thread's total however the wait returns, and
-// marks the thread in its slot as inside the wait (Slot::token_waits).
+// marks the thread in its slot as inside the wait (Slot::token_waits) from
+// `count` on (wait_for_token says when).
 struct CountTokenWait {
-  explicit CountTokenWait(Slot& slot) : slot(slot) { slot.token_waits.fetch_add(1, std::memory_order_relaxed); }
+  explicit CountTokenWait(Slot& slot) : slot(slot) {}
+  void count() {
+    if (counted) return;
+    slot.token_waits.fetch_add(1, std::memory_order_relaxed);
+    counted = true;
+  }
   ~CountTokenWait() {
-    slot.token_waits.fetch_sub(1, std::memory_order_relaxed);
+    if (counted) slot.token_waits.fetch_sub(1, std::memory_order_relaxed);
     t_token_wait_ns += mono_now_ns() - began;
   }
   Slot& slot;
   uint64_t began = mono_now_ns();
+  bool counted = false;
 };
 }  // namespace
 
@@ -781,9 +811,14 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
   const int own = arbiter.own_slot();
   Slot& me = r.slots[own];
   HolderWatch watch;
-  const CountTokenWait counted(me);
+  CountTokenWait counted(me);
   LoanWatch loans(r, own);
   const uint64_t began = counted.began;
+  // A job coming back after a silence (idle, or waiting in name only) is
+  // counted as asking only once the holder's clock is charged up to now,
+  // at the first decision below: the time the holder ran while none asked
+  // is charged capped (account_locked).
+  if (me.job_state != shm::kJobIdle && !waits_in_name_only(me, began)) counted.count();
   for (bool first = true;; first = false) {
     uint32_t seen = h.token_futex.load(std::memory_order_acquire);
     if (me.gate.load(std::memory_order_acquire) & shm::kGateOpen) {
@@ -823,6 +858,10 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
     }
     if (decide) {
       arbiter.update([&] {
+        if (!counted.counted) {
+          account_locked(arbiter, token_index(r, own), nullptr, now);
+          counted.count();
+        }
         mark_waiting_locked(arbiter, now);
         IdleVerdict verdict;
         if (idle || on_host) verdict = {holder, watch.granted, on_host && !idle};

@@ -707,3 +707,55 @@ TEST_CASE("a holder whose steps are many short kernels lends its token as soon a
   CHECK(steps >= 0.85 * elapsed_ms / 34.0);
   CHECK(top["loans"].get<uint64_t>() >= uint64_t(steps / 2));
 }
+
+TEST_CASE("under fair, a job that ran on while the others waited for a start keeps its place among them") {
+  // Eight jobs take turns, then seven stop launching (they wait for a
+  // start, as a benchmark's jobs do after warming up) while the eighth
+  // runs on alone for 1.5 s; then the seven start again. The time it ran
+  // alone took nothing from them: charged in full, it stood 1.5 s ahead on
+  // fair's clock of seven jobs still marked waiting, and its next turn
+  // came only once each of them had run 1.5 s (64 jobs on an H100: a first
+  // turn 17 s into the window).
+  TestGpu gpu;
+  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}};
+  Client runner(gpu, env);
+  std::vector<std::unique_ptr<Client>> others;
+  for (int i = 0; i < 7; ++i) others.push_back(std::make_unique<Client>(gpu, env));
+  REQUIRE(runner.send("init") == "init ok");
+  for (auto& c : others) REQUIRE(c->send("init") == "init ok");
+  runner.post("trainfor 4 1 2000 sync 0");
+  for (auto& c : others) c->post("trainfor 1 1 2000 sync 0");
+  for (auto& c : others) CHECK(words(c->reply(20)).at(1) == "ok");
+  usleep(1'500'000);
+  for (auto& c : others) c->post("trainfor 2 1 2000 sync 0");
+  CHECK(words(runner.reply(20)).at(1) == "ok");
+  for (auto& c : others) CHECK(words(c->reply(20)).at(1) == "ok");
+  auto all = read_kernel_trace(gpu.kernel_trace());
+  // When the seven came back: the earliest of their second runs' kernels.
+  uint64_t back = UINT64_MAX;
+  for (auto& c : others) {
+    auto runs = kernels_of(all, c->pid());
+    REQUIRE_FALSE(runs.empty());
+    uint64_t last_first_run = runs.front().start_ns;
+    for (size_t i = 1; i < runs.size(); ++i)
+      if (runs[i].start_ns > runs[i - 1].end_ns + 1000 * kMs) {
+        last_first_run = runs[i].start_ns;
+        break;
+      }
+    back = std::min(back, last_first_run);
+  }
+  REQUIRE(back != UINT64_MAX);
+  // The runner's longest wait in their first second back: its turn comes
+  // after one of each of theirs (7 x 20 ms, and switches).
+  const uint64_t until = back + 1000 * kMs;
+  uint64_t longest = 0, last_end = back;
+  for (const KernelRun& k : kernels_of(all, runner.pid())) {
+    if (k.end_ns <= back) continue;
+    if (k.start_ns >= until) break;
+    if (k.start_ns > last_end) longest = std::max(longest, k.start_ns - last_end);
+    last_end = std::max(last_end, k.end_ns);
+  }
+  if (until > last_end) longest = std::max(longest, until - last_end);
+  INFO(gpu.top_json().dump());
+  CHECK(longest < 400 * kMs);
+}
