@@ -58,6 +58,9 @@ struct JobTable {
   Job jobs[kMaxSlots];
   int index_of_slot[kMaxSlots];
   int count = 0;
+  // Filled for next_in_line: who runs after the holder, for a prefetch,
+  // rather than who is granted the token now (pick_locked).
+  bool ahead = false;
 
   Job* of_slot(int slot) { return index_of_slot[slot] >= 0 ? &jobs[index_of_slot[slot]] : nullptr; }
   int index(int slot) const { return slot >= 0 ? index_of_slot[slot] : -1; }
@@ -248,6 +251,29 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
   if (!lane_waiters_too) {
     for (int i = 0; i < t.count; ++i) {
       if (i == current || !t.jobs[i].active || !arbiter.waits_for_held_lane_locked(t.jobs[i].id)) continue;
+      parked[i] = true;
+      t.jobs[i].active = false;
+    }
+  }
+  // Nor, while a job whose memory is on the GPU asks for the token, a job
+  // whose memory is out and not yet back: holding the token, it would only
+  // wait for room (keep_token_for_room: up to a second at each grant) while
+  // the job that could run waits too. Its pager brings its memory back
+  // ahead of its turn (a prefetch, when it is next in line: not parked
+  // there), and then it competes as any resident job. (fifo keeps its
+  // order of arrival, priority its order of priorities: a higher job's
+  // turn is its room, made by pages out of the job it stopped.)
+  if (!t.ahead && policy != Policy::kFifo && policy != Policy::kPriority) {
+    const Region& r = *arbiter.region();
+    auto out = [&](int i) {
+      const uint8_t residency = r.slots[t.jobs[i].id].residency;
+      return residency == shm::kPagedOut || residency == shm::kPagingIn;
+    };
+    bool resident_asks = false;
+    for (int i = 0; i < t.count && !resident_asks; ++i)
+      resident_asks = i != current && t.jobs[i].active && !out(i) && asks_for_token(arbiter, t.jobs[i].id);
+    for (int i = 0; resident_asks && i < t.count; ++i) {
+      if (i == current || !t.jobs[i].active || !out(i)) continue;
       parked[i] = true;
       t.jobs[i].active = false;
     }
@@ -1064,6 +1090,7 @@ int next_in_line(Arbiter& arbiter) {
     const int k = token_index(r, own);
     JobTable t;
     gather_locked(arbiter, k, t);
+    t.ahead = true;
     const int holder = holder_slot_locked(arbiter, k);
     const int current = holder >= 0 ? t.index(holder) : -1;
     if (current < 0) return;  // nobody holds it: the next grant is now, not ahead
