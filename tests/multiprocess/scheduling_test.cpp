@@ -52,6 +52,19 @@ int starts_between(const std::vector<KernelRun>& runs, uint64_t from, uint64_t t
   return n;
 }
 
+// The longest time within [from, until) in which none of one process's
+// kernels `runs` (in order) ran: the longest it waited for a turn there.
+uint64_t longest_wait_in(const std::vector<KernelRun>& runs, uint64_t from, uint64_t until) {
+  uint64_t longest = 0, last_end = from;
+  for (const KernelRun& k : runs) {
+    if (k.end_ns <= from) continue;
+    if (k.start_ns >= until) break;
+    if (k.start_ns > last_end) longest = std::max(longest, k.start_ns - last_end);
+    last_end = std::max(last_end, k.end_ns);
+  }
+  return until > last_end ? std::max(longest, until - last_end) : longest;
+}
+
 constexpr uint64_t kMs = 1'000'000;
 
 // Lengths of the uninterrupted runs of one process's kernels, in order.
@@ -675,15 +688,7 @@ TEST_CASE("under fair, jobs that come back to a running holder are placed level 
     }
     // The holder's longest wait in the newcomers' first second: its turn
     // comes after one of each of theirs (7 x 20 ms, and switches).
-    const uint64_t until = joined + 1000 * kMs;
-    uint64_t longest = 0, last_end = joined;
-    for (const KernelRun& k : kernels_of(all, holder.pid())) {
-      if (k.end_ns <= joined) continue;
-      if (k.start_ns >= until) break;
-      if (k.start_ns > last_end) longest = std::max(longest, k.start_ns - last_end);
-      last_end = std::max(last_end, k.end_ns);
-    }
-    if (until > last_end) longest = std::max(longest, until - last_end);
+    const uint64_t longest = longest_wait_in(kernels_of(all, holder.pid()), joined, joined + 1000 * kMs);
     INFO(gpu.top_json().dump());
     CHECK(longest < 400 * kMs);
   }
@@ -751,15 +756,7 @@ TEST_CASE("under fair, a job that ran on while the others waited for a start kee
   REQUIRE(back != UINT64_MAX);
   // The runner's longest wait in their first second back: its turn comes
   // after one of each of theirs (7 x 20 ms, and switches).
-  const uint64_t until = back + 1000 * kMs;
-  uint64_t longest = 0, last_end = back;
-  for (const KernelRun& k : kernels_of(all, runner.pid())) {
-    if (k.end_ns <= back) continue;
-    if (k.start_ns >= until) break;
-    if (k.start_ns > last_end) longest = std::max(longest, k.start_ns - last_end);
-    last_end = std::max(last_end, k.end_ns);
-  }
-  if (until > last_end) longest = std::max(longest, until - last_end);
+  const uint64_t longest = longest_wait_in(kernels_of(all, runner.pid()), back, back + 1000 * kMs);
   INFO(gpu.top_json().dump());
   CHECK(longest < 400 * kMs);
 }
