@@ -74,7 +74,7 @@ int candidates_locked(const Arbiter& arbiter, int next, uint64_t now, int order[
   int n = 0;
   for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
-    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
+    if (int(i) == own || s.state != shm::kSlotLive) continue;
     if (coming_back && int(i) == next) continue;
     // Resident, or paged out in part (a prefetch brought its persistent
     // memory back ahead of its turn).

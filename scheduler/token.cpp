@@ -266,7 +266,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
   if (!t.ahead && policy != Policy::kFifo && policy != Policy::kPriority) {
     const Region& r = *arbiter.region();
     auto out = [&](int i) {
-      const uint8_t residency = r.slots[t.jobs[i].id].residency;
+      const uint32_t residency = r.slots[t.jobs[i].id].residency;
       return residency == shm::kPagedOut || residency == shm::kPagingIn;
     };
     bool resident_asks = false;
