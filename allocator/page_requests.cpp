@@ -65,17 +65,10 @@ HostRoom host_room(const Region& r) {
 // for long), then as ask_for_page_outs says. Call under the region's lock.
 int candidates_locked(const Arbiter& arbiter, int next, uint64_t now, int order[shm::kMaxSlots]) {
   const Region& r = *arbiter.region();
-  // A job coming back (its own memory out) never takes the room of the job
-  // that runs next: that one would be prefetched straight back, and the
-  // two would chase each other's room. It waits, or steps aside.
-  const int own = arbiter.own_slot();
-  const uint32_t own_residency = own >= 0 ? r.slots[own].residency : uint32_t(shm::kResident);
-  const bool coming_back = own_residency == shm::kPagedOut || own_residency == shm::kPagingIn;
   int n = 0;
   for (uint32_t i = 0; i < shm::kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
-    if (int(i) == own || s.state != shm::kSlotLive) continue;
-    if (coming_back && int(i) == next) continue;
+    if (int(i) == arbiter.own_slot() || s.state != shm::kSlotLive) continue;
     // Resident, or paged out in part (a prefetch brought its persistent
     // memory back ahead of its turn).
     if (s.residency != shm::kResident && s.residency != shm::kPagedOut) continue;

@@ -18,9 +18,7 @@ namespace gshare::allocator {
 // without paging. Whom first: idle jobs (they may not come back for long),
 // then the one whose turn ended last (by turns, it runs again last), then
 // the largest; the job the policy runs next (scheduler::next_in_line)
-// only when no other will do, and never by a job whose own memory is out:
-// it would take the room the next job was prefetched into, and that job
-// would be prefetched straight back. Each is also asked for its cache
+// only when no other will do. Each is also asked for its cache
 // (Slot::release_requests), which its pager waits for before the copies.
 void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
 
