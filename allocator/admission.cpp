@@ -451,7 +451,10 @@ bool waits_for_anything() {
 
 void answer(bool from_hook) {
   if (!release_requested()) return;
-  if (has_framework_cache() && !framework_at_rest() && !page_out_waits_for_cache()) return;
+  // In Python a framework's cache may exist before its figures have told
+  // gshare so (its first steps): the request waits for its rest all the same.
+  const bool may_have_cache = has_framework_cache() || can_empty_framework_caches();
+  if (may_have_cache && !framework_at_rest() && !page_out_waits_for_cache()) return;
   bool framework = from_hook && can_empty_framework_caches();
   // A framework cache only a thread that may call into Python can empty: a
   // hook thread, or Python's main thread at its next bytecode (a job idle
