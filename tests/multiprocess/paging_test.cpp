@@ -124,30 +124,38 @@ TEST_CASE("a paged-out job waiting for its turn is prefetched once room frees", 
   // its turn until B ends. C, higher still, takes 100 MiB that
   // cannot move (a pitched allocation): only A, not running, can give it,
   // and is paged out. Once C frees it, A, still waiting for its turn, gets
-  // its kept memory back ahead of that turn.
-  TestGpu gpu(256 * kMiB);
-  Client a(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "0"}}));
-  Client b(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "10"}}));
-  Client c(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "20"}}));
-  REQUIRE(a.send("init") == "init ok");
-  REQUIRE(b.send("init") == "init ok");
-  REQUIRE(c.send("init") == "init ok");
-  a.post("pagetrain 60 100M 2 2 20000 0");
-  // A's kept memory classified persistent: what a prefetch brings back.
-  await(gpu, "A's memory classified", [&] {
-    nlohmann::json p = gpu.top_process(a.pid());
-    return !p.is_null() && p.value("memory_provisional", true) == false &&
-           p.value("persistent_bytes", uint64_t(0)) >= 100 * kMiB;
-  });
-  b.post("pagetrain 60 60M 2 2 20000 0 32M 1");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  REQUIRE(starts_with(c.send("pitch 1048576 100 x", 60), "pitch ok x"));
-  REQUIRE(c.send("free x") == "free ok");
-  CHECK(starts_with(b.reply(120), "pagetrain ok 60 "));
-  CHECK(starts_with(a.reply(120), "pagetrain ok 60 "));
-  INFO(a.stderr_text());
-  CHECK(a.stderr_text().find("paged out") != std::string::npos);
-  CHECK(a.stderr_text().find("prefetched") != std::string::npos);
+  // its kept memory back ahead of that turn. On a loaded machine B may
+  // stall between steps long enough for A's own turn to come first (A
+  // then pages in itself): up to three tries.
+  std::string logs;
+  bool prefetched = false;
+  for (int attempt = 0; attempt < 3 && !prefetched; ++attempt) {
+    TestGpu gpu(256 * kMiB);
+    Client a(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "0"}}));
+    Client b(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "10"}}));
+    Client c(gpu, paging({{"GSHARE_POLICY", "priority"}, {"GSHARE_PRIORITY", "20"}}));
+    REQUIRE(a.send("init") == "init ok");
+    REQUIRE(b.send("init") == "init ok");
+    REQUIRE(c.send("init") == "init ok");
+    a.post("pagetrain 60 100M 2 2 20000 0");
+    // A's kept memory classified persistent: what a prefetch brings back.
+    await(gpu, "A's memory classified", [&] {
+      nlohmann::json p = gpu.top_process(a.pid());
+      return !p.is_null() && p.value("memory_provisional", true) == false &&
+             p.value("persistent_bytes", uint64_t(0)) >= 100 * kMiB;
+    });
+    b.post("pagetrain 60 60M 2 2 20000 0 32M 1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    REQUIRE(starts_with(c.send("pitch 1048576 100 x", 60), "pitch ok x"));
+    REQUIRE(c.send("free x") == "free ok");
+    CHECK(starts_with(b.reply(120), "pagetrain ok 60 "));
+    CHECK(starts_with(a.reply(120), "pagetrain ok 60 "));
+    CHECK(a.stderr_text().find("paged out") != std::string::npos);
+    logs = a.stderr_text();
+    prefetched = logs.find("prefetched") != std::string::npos;
+  }
+  INFO(logs);
+  CHECK(prefetched);
 }
 
 TEST_CASE("under the prefetch policy the next job's memory comes back while another runs", "[paging][more]") {
