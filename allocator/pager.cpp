@@ -597,10 +597,14 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   } else {
     set_residency(arbiter, shm::kPagingIn);
     if (!wait_for_room(device, want, started + g_wait_ns)) {
+      const uint64_t waited = mono_now_ns() - started;
+      arbiter.update([&] { arbiter.slot()->page_in_wait_ns += waited; });
       set_residency(arbiter, shm::kPagedOut);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
+  // From here on it moves memory (paging_ns); before, it waited.
+  const uint64_t room_at = mono_now_ns();
   lock_movable_memory();
   Ranges ranges(count_movable(device.ordinal));
   collect(device.ordinal, true, &ranges);
@@ -630,13 +634,14 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   paged_bytes_locked(device, still_out);
   const bool all = ok && still_out[0] + still_out[1] == 0;
   if (all) g_paged_devices.fetch_and(~bit_of(device.ordinal), std::memory_order_seq_cst);
-  const uint64_t took = mono_now_ns() - started;
+  const uint64_t took = mono_now_ns() - room_at;
   arbiter.update([&] {
     Slot& s = *arbiter.slot();
     s.paged_out_bytes = saturating_sub(s.paged_out_bytes, total);
     s.residency = all ? shm::kResident : shm::kPagedOut;
     if (all && total) s.page_ins++;
     s.paging_ns += took;
+    s.page_in_wait_ns += room_at - started;
     if (ok && total) {
       // The page-in rate the prefetch policy weighs with.
       s.paged_in_bytes += total;
@@ -658,8 +663,9 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   if (total)
-    GSHARE_INFO("GPU %s: %s %.1f MiB in %.1f ms", device.uuid, prefetch ? "prefetched" : "paged in",
-                double(total) / MiB, double(took) / 1e6);
+    GSHARE_INFO("GPU %s: %s %.1f MiB in %.1f ms, after %.1f ms waiting for its turn and room", device.uuid,
+                prefetch ? "prefetched" : "paged in", double(total) / MiB, double(took) / 1e6,
+                double(room_at - started) / 1e6);
   return CUDA_SUCCESS;
 }
 

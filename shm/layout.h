@@ -43,7 +43,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 7;
+inline constexpr uint32_t kLayoutVersion = 8;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -213,7 +213,7 @@ struct alignas(64) Slot {
   uint64_t movable_bytes;      // resident bytes that could be paged out
   uint64_t page_outs;          // page-outs completed
   uint64_t page_ins;           // page-ins completed
-  uint64_t paging_ns;          // time spent paging, both ways
+  uint64_t paging_ns;          // time spent copying and mapping, both ways (waits not included)
   uint32_t residency;          // Residency
   uint32_t page_out_requests;  // bumped by a job that needs the room this one's memory takes
   uint32_t page_out_acks;      // requests answered (owner)
@@ -236,7 +236,9 @@ struct alignas(64) Slot {
   // ended. Equal to `launches`: nothing it launched is still queued (its
   // GPU idles while it works on the host), so its token may be lent ---
   std::atomic<uint64_t> launches_at_sync;
-  uint64_t padding5;
+  // Written under the lock: the time its own page-ins waited for its turn
+  // and for room before copying (not in paging_ns).
+  uint64_t page_in_wait_ns;
 };
 static_assert(sizeof(Slot) == 704, "Slot layout changed: bump kLayoutVersion");
 

@@ -104,6 +104,7 @@ void copy_memory_classes(const Slot& s, uint64_t now_mono_ns, ProcessSnapshot* p
   p->page_outs = s.page_outs;
   p->page_ins = s.page_ins;
   p->paging_ns = s.paging_ns;
+  p->page_in_wait_ns = s.page_in_wait_ns;
   p->prefetches = s.prefetches;
   p->paged_in_bytes = s.paged_in_bytes;
   p->page_in_copy_ns = s.page_in_copy_ns;

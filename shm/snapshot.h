@@ -84,7 +84,8 @@ struct ProcessSnapshot {
   uint64_t host_paging_bytes = 0;  // pinned host memory held for paging
   uint64_t page_outs = 0;
   uint64_t page_ins = 0;
-  uint64_t paging_ns = 0;          // time spent paging, both ways
+  uint64_t paging_ns = 0;          // time spent copying and mapping, both ways
+  uint64_t page_in_wait_ns = 0;    // its page-ins' waits for turn and room
   uint64_t prefetches = 0;         // page-ins done ahead of its turn
   uint64_t paged_in_bytes = 0;     // bytes copied back in, in all
   uint64_t page_in_copy_ns = 0;    // the time those copies took

@@ -110,6 +110,7 @@ Json process_json(const ProcessView& row) {
       {"page_outs", p.page_outs},
       {"page_ins", p.page_ins},
       {"paging_ms", milliseconds(p.paging_ns)},
+      {"page_in_wait_ms", milliseconds(p.page_in_wait_ns)},
       {"prefetches", p.prefetches},
       {"page_in_gbps", p.page_in_copy_ns ? double(p.paged_in_bytes) / double(p.page_in_copy_ns) : 0.0},
       {"slot", p.slot},

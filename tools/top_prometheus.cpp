@@ -185,8 +185,11 @@ const Metric<ProcessSnapshot> kProcessMetrics[] = {
      [](const ProcessSnapshot& p) -> std::optional<Number> { return integer(p.page_outs); }},
     {"gshare_process_page_ins_total", kCounter, "Times the process's memory was paged back in.",
      [](const ProcessSnapshot& p) -> std::optional<Number> { return integer(p.page_ins); }},
-    {"gshare_process_paging_seconds_total", kCounter, "Time spent paging, both ways.",
+    {"gshare_process_paging_seconds_total", kCounter, "Time spent copying and mapping memory, both ways.",
      [](const ProcessSnapshot& p) -> std::optional<Number> { return seconds(p.paging_ns); }},
+    {"gshare_process_page_in_wait_seconds_total", kCounter,
+     "Time its page-ins waited for its turn and for room before copying.",
+     [](const ProcessSnapshot& p) -> std::optional<Number> { return seconds(p.page_in_wait_ns); }},
 };
 
 // The families that are not one value per GPU or process.

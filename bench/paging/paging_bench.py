@@ -221,8 +221,8 @@ def train_run(args, jobs, tag, preload=None, extra=None, only=None):
         row = rows.get(procs[k].pid, {})
         job = {"job": i, "steps": len(losses), "losses": losses, "rc": procs[k].returncode,
                "seconds": (done_t - t0) if done_t else None}
-        for key in ("page_outs", "page_ins", "prefetches", "page_in_gbps", "paging_ms", "switches",
-                    "switch_ns", "switch_cost_ns", "host_paging_bytes", "persistent_bytes"):
+        for key in ("page_outs", "page_ins", "prefetches", "page_in_gbps", "paging_ms", "page_in_wait_ms",
+                    "switches", "switch_ns", "switch_cost_ns", "host_paging_bytes", "persistent_bytes"):
             if key in row:
                 job[key] = row[key]
         result["jobs"].append(job)

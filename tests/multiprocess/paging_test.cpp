@@ -181,8 +181,15 @@ TEST_CASE("under the prefetch policy the next job's memory comes back while anot
     for (auto& job : jobs) {
       nlohmann::json p = gpu.top_process(job->pid());
       REQUIRE_FALSE(p.is_null());
+      INFO(p.dump());
       prefetches += p.value("prefetches", uint64_t(0));
       page_ins += p.value("page_ins", uint64_t(0));
+      CHECK(p.contains("page_in_wait_ms"));  // where those waits are counted
+      // paging_ms is the copies and mappings alone (80 MiB each way at
+      // 4000 MB/s: 21 ms), not the waits for a turn or room before them.
+      const uint64_t moves = p.value("page_ins", uint64_t(0)) + p.value("page_outs", uint64_t(0));
+      CHECK(p.value("paging_ms", 0.0) >= 0.9 * 21.0 * double(moves));
+      CHECK(p.value("paging_ms", 0.0) <= 500.0 * double(moves));
     }
     INFO("prefetches " << prefetches << ", page-ins " << page_ins);
     if (std::string(prefetch) == "on") {
