@@ -5,6 +5,7 @@
 #include "allocator/admission.h"
 #include "allocator/allocation_rate.h"
 #include "allocator/classifier.h"
+#include "allocator/devices.h"
 #include "allocator/framework_classes.h"
 #include "allocator/framework_counts.h"
 #include "allocator/movable_memory.h"
@@ -124,6 +125,26 @@ bool slice_may_end_here(shm::Arbiter& arbiter, shm::Slot* slot, const void* func
   if (slice_past_limit(own_token(arbiter), *slot, mono_now_ns())) return true;
   if (arbiter.lane_is_shared() || arbiter.holds_unsettled_memory(arbiter.own_slot())) return false;
   return iterations::launch_is_boundary(function, slot->launches.load(std::memory_order_relaxed));
+}
+
+// A job not yet classified counts all it holds as ephemeral
+// (allocator/classifier.h): what stays after it gives its cache back at a
+// boundary (its weights) still keeps its lane, and it cannot hand over.
+// Having found that once, it does not give its cache back again at its next
+// boundaries until its classification moves on: each give-back would only
+// have its next step allocate the cache anew (on a GPU, gigabytes a step)
+// while its lane-mate waits all the same. Per device: the classified
+// iterations at the give-back that could not hand over, plus one; 0: none.
+std::atomic<uint32_t> g_futile_give_back[allocator::kMaxDevices];
+
+bool give_back_would_be_futile(int ordinal, const shm::Slot& s) {
+  const uint32_t at = g_futile_give_back[ordinal].load(std::memory_order_relaxed);
+  return at != 0 && s.class_iterations < 2 && at - 1 == s.class_iterations;
+}
+
+void note_give_back_outcome(int ordinal, const shm::Slot& s, bool handed_over) {
+  const bool futile = !handed_over && s.class_iterations < 2;
+  g_futile_give_back[ordinal].store(futile ? s.class_iterations + 1 : 0, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -265,7 +286,8 @@ void after_host_sync(bool ends_iteration) {
       if ((gate & shm::kGateOpen) && (gate & shm::kGateYield) && boundary && yield_stands(arbiter)) {
         // Memory the next job needs goes back before the handover: the
         // framework's cache; what stays is live, and the job keeps its turn.
-        bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot());
+        bool giving_back = arbiter.holds_unsettled_memory(arbiter.own_slot()) &&
+                           !give_back_would_be_futile(device.ordinal, *slot);
         if (giving_back) {
           const uint64_t began = mono_now_ns();
           note_handover_began(arbiter, began);
@@ -276,7 +298,10 @@ void after_host_sync(bool ends_iteration) {
           note_give_back_before_switch(slot, mono_now_ns() - began + allocator::expected_allocation_ns(freed));
         }
         hand_over(arbiter, slot);
-        if (giving_back) note_handover_began(arbiter, 0);
+        if (giving_back) {
+          note_handover_began(arbiter, 0);
+          note_give_back_outcome(device.ordinal, *slot, !holds_token(arbiter));
+        }
       } else if (gate & shm::kGateOpen) {
         lend_while_idle(arbiter);
       }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "base/tunables.h"
@@ -647,6 +648,53 @@ TEST_CASE("a job asked for its cache in its first steps, before gshare knows it 
     CHECK(f->out == "done 4\n");
     CHECK(f->err.find(" mid-iteration 0 ") != std::string::npos);
   }
+}
+
+namespace {
+// The CLOCK_MONOTONIC times (GSHARE_LOG=debug stamps every line) of the
+// lines of `log` that contain every one of `parts`.
+std::vector<double> stamps_of(const std::string& log, std::initializer_list<const char*> parts) {
+  std::vector<double> stamps;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    bool all = true;
+    for (const char* part : parts) all = all && line.find(part) != std::string::npos;
+    double t = 0;
+    if (all && sscanf(line.c_str(), "gshare: %lf", &t) == 1) stamps.push_back(t);
+  }
+  return stamps;
+}
+}  // namespace
+
+TEST_CASE("a job not yet classified gives its cache back once while it cannot hand over, not at every step",
+          "[rest]") {
+  // The first of two caching jobs (P 1 GiB, E 5 GiB on 8 GiB) is not yet
+  // classified when the second comes and waits for their lane: all it
+  // holds counts as ephemeral, its weights too, so even with its cache
+  // given back at a boundary it keeps the lane until its classification
+  // moves on (a few steps). Giving the cache back at each of those
+  // boundaries would only have each next step allocate it anew: once is
+  // how it learns, then once more where it hands over.
+  TestGpu gpu(8 * kGiB);
+  const Env env{{"GSHARE_POLICY", "fair"}, {"CACHE_STATS", "1"}, {"GSHARE_LOG", "debug"}};
+  const std::vector<std::string> args{"8", "1024", "5000", "5", "20000"};
+  Env slow = env;
+  slow["FIRST_STEP_PAUSE_S"] = "0.3";  // the second job comes during the first step
+  Finished first, second;
+  std::thread early([&] { first = run_to_end(caching_job(args), gpu.environment(slow), 120); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  second = run_to_end(caching_job(args), gpu.environment(env), 120);
+  early.join();
+  INFO(first.err);
+  INFO(second.err);
+  REQUIRE(first.out == "done 8\n");
+  REQUIRE(second.out == "done 8\n");
+  const std::vector<double> admitted = stamps_of(second.err, {"admitted after"});
+  REQUIRE_FALSE(admitted.empty());
+  unsigned before_handover = 0;
+  for (double t : stamps_of(first.err, {"gave back", "before a switch"})) before_handover += t <= admitted[0];
+  CHECK(before_handover >= 1);
+  CHECK(before_handover <= 2);
 }
 
 TEST_CASE("a running job asked for its cache keeps it: it empties it neither mid-step nor at its boundaries",
