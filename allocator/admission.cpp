@@ -278,9 +278,32 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     // try again. Waiting for admission (others to shrink or leave), it does
     // not compete at all.
     const bool contends = result.status != ReserveStatus::kInadmissible;
+    // Counted as waiting (gshare-top, memory_waiters) from its first
+    // refusal, also while it waits with its token for page-outs below: a
+    // prefetch defers to it (allocator/pager.h), so that the room those
+    // page-outs make is not taken back by the job paged out for it.
+    auto note_waiting = [&] {
+      if (!waiting) {
+        tell_wait_begins(device, call, bytes, result);
+        waiting = true;
+      }
+      arbiter.update([&] {
+        if (me.admission == shm::kAdmitted) {
+          me.admission_since_mono_ns = start;
+          me.admission_bytes = bytes;
+          me.admission_waits++;
+          r.header.admission_waits++;
+          r.header.memory_waiters++;
+        }
+        me.admission = state_of(result.status);
+        me.admission_short_bytes = short_of(result, bytes);
+        me.blocked_by = uint32_t(blocker_of(r, arbiter.own_slot(), result) + 1);
+      });
+    };
     // Under paging, jobs that are not running can make room: the holder
     // asks them and waits for them with its token (allocator/page_requests.h), busy.
     if (paging_enabled() && scheduler::holds_token(arbiter)) {
+      note_waiting();
       ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
       if (keep_token_for_room(arbiter, &token_kept_since, now)) {
         uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
@@ -294,22 +317,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     // After stepping aside, whose own grant must not end the wait at once.
     uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
     t_turn_wait = contends ? TurnWait{&arbiter, &requests} : TurnWait{};
-    if (!waiting) {
-      tell_wait_begins(device, call, bytes, result);
-      waiting = true;
-    }
-    arbiter.update([&] {
-      if (me.admission == shm::kAdmitted) {
-        me.admission_since_mono_ns = start;
-        me.admission_bytes = bytes;
-        me.admission_waits++;
-        r.header.admission_waits++;
-        r.header.memory_waiters++;
-      }
-      me.admission = state_of(result.status);
-      me.admission_short_bytes = short_of(result, bytes);
-      me.blocked_by = uint32_t(blocker_of(r, arbiter.own_slot(), result) + 1);
-    });
+    note_waiting();
     if (contends) ask_for_releases_if_due(arbiter, requests, now);
     // Under paging, jobs that are not running can make room by paging out.
     ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);

@@ -294,11 +294,28 @@ void page_out(Device& device) {
   Region& r = *arbiter.region();
   const uint64_t bit = bit_of(device.ordinal);
   const uint64_t started = mono_now_ns();
+  // Marked as paging out from the start, unless it holds a token: while a
+  // resident job asks for the token, one whose page-out is under way is
+  // not granted it (scheduler/token.cpp). Else its turn could come back
+  // while it waits for its cache and its calls inside, and the page-out,
+  // found holding the token, would be given up: a job waiting to be
+  // admitted, whose room only page-outs make, waited for two jobs taking
+  // turns to end.
+  bool marked = false;
+  arbiter.update([&] {
+    marked = !shm::holds_any_token(r.header, uint32_t(arbiter.own_slot()));
+    if (marked) arbiter.slot()->residency = shm::kPagingOut;
+  });
+  if (!marked) return;
+  auto unmark = [&] {
+    set_residency(arbiter, g_paged_devices.load(std::memory_order_seq_cst) & bit ? shm::kPagedOut : shm::kResident);
+  };
   wait_for_cache_first(device);
   lock_movable_memory();
   Ranges ranges(count_movable(device.ordinal));
   if (!ranges.ok()) {
     unlock_movable_memory();
+    unmark();
     return;
   }
   collect(device.ordinal, false, &ranges);
@@ -306,12 +323,10 @@ void page_out(Device& device) {
   const uint64_t before = g_paged_devices.fetch_or(bit, std::memory_order_seq_cst);
   bool going = ranges.size() > 0 && wait_for_calls_inside();
   // Under the lock, so that no grant slips in between: a job that holds a
-  // token runs, and is never paged out.
+  // token runs, and is never paged out (fifo and priority grant it even
+  // while its page-out is under way).
   if (going)
-    arbiter.update([&] {
-      going = !shm::holds_any_token(r.header, uint32_t(arbiter.own_slot()));
-      if (going) arbiter.slot()->residency = shm::kPagingOut;
-    });
+    arbiter.update([&] { going = !shm::holds_any_token(r.header, uint32_t(arbiter.own_slot())); });
   uint64_t new_host = 0, total = 0;
   for (size_t i = 0; going && i < ranges.size(); ++i) {
     total += ranges[i].size;
@@ -713,6 +728,12 @@ void prefetch(Device& device) {
   Arbiter& arbiter = device.account.arbiter();
   const Slot* slot = arbiter.slot();
   if (__atomic_load_n(&slot->job_state, __ATOMIC_RELAXED) != shm::kJobWaiting) return;
+  // A prefetch is ahead of need: room that a job blocked in an allocation
+  // waits for (its own, or made for it by a page-out) goes to that job.
+  // Taken by the job paged out to make it, prefetched back as next in line,
+  // it left a job waiting to be admitted until the others ended.
+  const uint32_t own_waits = __atomic_load_n(&slot->admission, __ATOMIC_RELAXED) != shm::kAdmitted ? 1 : 0;
+  if (__atomic_load_n(&arbiter.region()->header.memory_waiters, __ATOMIC_RELAXED) > own_waits) return;
   int nx = scheduler::next_in_line(arbiter);
   if (nx != arbiter.own_slot()) return;
   uint64_t short_bytes = 0;

@@ -260,14 +260,16 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
   // wait for room (keep_token_for_room: up to a second at each grant) while
   // the job that could run waits too. Its pager brings its memory back
   // ahead of its turn (a prefetch, when it is next in line: not parked
-  // there), and then it competes as any resident job. (fifo keeps its
+  // there), and then it competes as any resident job. Nor a job whose
+  // page-out is under way: granted, it would give the page-out up, and the
+  // job that asked for the room would go on waiting. (fifo keeps its
   // order of arrival, priority its order of priorities: a higher job's
   // turn is its room, made by pages out of the job it stopped.)
   if (!t.ahead && policy != Policy::kFifo && policy != Policy::kPriority) {
     const Region& r = *arbiter.region();
     auto out = [&](int i) {
       const uint32_t residency = r.slots[t.jobs[i].id].residency;
-      return residency == shm::kPagedOut || residency == shm::kPagingIn;
+      return residency == shm::kPagedOut || residency == shm::kPagingIn || residency == shm::kPagingOut;
     };
     bool resident_asks = false;
     for (int i = 0; i < t.count && !resident_asks; ++i)
