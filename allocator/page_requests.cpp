@@ -117,7 +117,9 @@ bool room_on_its_way(const Arbiter& arbiter) {
     // Asked, but its copy would pass the host-memory limit: that page-out
     // comes to nothing unless copies are freed first, and must not keep
     // a job waiting with the token for it.
-    if (s.residency == shm::kPagingOut || host.fits(s, 0)) return true;
+    // Marked paging out, it may still be waiting for its cache and find
+    // no host memory: only its copying counts then.
+    if ((s.residency == shm::kPagingOut && s.page_out_copying) || host.fits(s, 0)) return true;
   }
   return false;
 }

@@ -333,6 +333,7 @@ void page_out(Device& device) {
     if (ranges[i].host == 0) new_host += ranges[i].size;
   }
   if (going && !reserve_host_bytes(device, new_host)) going = false;
+  if (going) arbiter.update([&] { arbiter.slot()->page_out_copying = 1; });
   if (going) going = copy_out(device, ranges);
   if (!going) {
     // Host copies made so far stay with their allocations, counted; the
@@ -342,7 +343,10 @@ void page_out(Device& device) {
       if (ranges[i].host == 0) unused += ranges[i].size;
     if (new_host) give_back_host_bytes(device, std::min(unused, new_host));
     if (!(before & bit)) g_paged_devices.fetch_and(~bit, std::memory_order_seq_cst);
-    set_residency(arbiter, before & bit ? shm::kPagedOut : shm::kResident);
+    arbiter.update([&] {
+      arbiter.slot()->page_out_copying = 0;
+      arbiter.slot()->residency = before & bit ? shm::kPagedOut : shm::kResident;
+    });
     unlock_movable_memory();
     return;
   }
@@ -352,6 +356,7 @@ void page_out(Device& device) {
     Slot& s = *arbiter.slot();
     s.paged_out_bytes += total;
     s.residency = shm::kPagedOut;
+    s.page_out_copying = 0;
     s.page_outs++;
     s.paging_ns += took;
     shm::wake_waiters(r.header);
@@ -722,24 +727,33 @@ CUresult page_in_all() {
 // counts what is still out at every look.
 bool g_prefetch = true;                      // GSHARE_PREFETCH
 uint64_t g_prefetch_asked_ns[64] = {};       // per device: the pager thread's last ask
+uint64_t g_prefetch_deferred_ns[64] = {};    // per device: since when it defers to waiters (0: not)
 void prefetch(Device& device) {
   if (!g_prefetch) return;
   if (!(g_paged_devices.load(std::memory_order_acquire) & bit_of(device.ordinal))) return;
   Arbiter& arbiter = device.account.arbiter();
   const Slot* slot = arbiter.slot();
   if (__atomic_load_n(&slot->job_state, __ATOMIC_RELAXED) != shm::kJobWaiting) return;
+  if (device.ordinal < 0 || device.ordinal >= 64) return;
   // A prefetch is ahead of need: room that a job blocked in an allocation
   // waits for (its own, or made for it by a page-out) goes to that job.
   // Taken by the job paged out to make it, prefetched back as next in line,
   // it left a job waiting to be admitted until the others ended.
+  // For kPrefetchDeferNs at most, while the waiters stay.
   const uint32_t own_waits = __atomic_load_n(&slot->admission, __ATOMIC_RELAXED) != shm::kAdmitted ? 1 : 0;
-  if (__atomic_load_n(&arbiter.region()->header.memory_waiters, __ATOMIC_RELAXED) > own_waits) return;
+  uint64_t& deferred_since = g_prefetch_deferred_ns[device.ordinal];
+  if (__atomic_load_n(&arbiter.region()->header.memory_waiters, __ATOMIC_RELAXED) > own_waits) {
+    const uint64_t now = mono_now_ns();
+    if (deferred_since == 0) deferred_since = now;
+    if (now - deferred_since < tunables::kPrefetchDeferNs) return;
+  } else {
+    deferred_since = 0;
+  }
   int nx = scheduler::next_in_line(arbiter);
   if (nx != arbiter.own_slot()) return;
   uint64_t short_bytes = 0;
   CUresult rr = page_in(device, /*prefetch=*/true, &short_bytes);
-  if (rr == CUDA_ERROR_NOT_READY && short_bytes &&
-      device.ordinal >= 0 && device.ordinal < 64)
+  if (rr == CUDA_ERROR_NOT_READY && short_bytes)
     ask_for_page_outs(arbiter, short_bytes, &g_prefetch_asked_ns[device.ordinal]);
 }
 

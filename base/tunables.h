@@ -24,6 +24,11 @@ inline constexpr uint64_t kAskPageOutAgainNs = 100'000'000;
 // How long a job waiting for room keeps its token with no page-out under
 // way for it, before it hands the token on.
 inline constexpr uint64_t kPageInHoldNs = 1'000'000'000;
+// How long a prefetch defers to jobs waiting in an allocation (the room a
+// page-out made for them is theirs) before it goes on all the same: a job
+// that waits for what no page-out can free must not keep a paged-out job
+// from coming back.
+inline constexpr uint64_t kPrefetchDeferNs = 2'000'000'000;
 // How long a page-out waits for the job to give its framework's cache
 // back first (asked with the page-out): freed blocks need no copy.
 inline constexpr uint64_t kCacheFirstNs = 1'000'000'000;

@@ -217,7 +217,7 @@ struct alignas(64) Slot {
   uint32_t residency;          // Residency
   uint32_t page_out_requests;  // bumped by a job that needs the room this one's memory takes
   uint32_t page_out_acks;      // requests answered (owner)
-  uint32_t padding4;
+  uint32_t page_out_copying;   // 1 once a page-out has its host memory and copies (pager)
   // --- owner, no lock: when a thread last began device work (a launch, a
   // copy, a memset) under paging; a job that hands its token over may go on
   // copying for a while, and is not paged out meanwhile ---

@@ -456,51 +456,59 @@ TEST_CASE("a job that comes while two others fill the GPU gets in by a page-out,
   // the page-out would be given up (a job holding the token is never paged
   // out), and with turns of a tenth of a second the newcomers waited for
   // the first two to end.
-  TestGpu gpu(1024 * kMiB);
+  // Up to three tries: under load the job paged out can win its own turn
+  // (and page back in) before a newcomer, woken, takes the room.
   const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "3200"}, {"GSHARE_HOST_MEM_LIMIT", "1320MiB"}});
-  const std::vector<std::string> argv{GSHARE_TEST_PYTHON,
-                                      std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
-                                      "120", "380", "96", "2", "12500"};
-  std::vector<Finished> done(4);
-  std::vector<std::thread> jobs;
-  auto start = [&](int i) { jobs.emplace_back([&, i] { done[size_t(i)] = run_to_end(argv, gpu.environment(env), 120); }); };
-  // The pids of the processes that hold their weights now.
-  auto holding_weights = [&] {
-    std::set<int64_t> pids;
-    const nlohmann::json top = gpu.top_json();
-    for (const nlohmann::json& p : top["gpus"][0]["processes"]) {
-      const uint64_t held = p.value("reserved_bytes", uint64_t(0)) + p.value("paged_out_bytes", uint64_t(0));
-      if (held >= p.value("context_bytes", uint64_t(0)) + 380 * kMiB) pids.insert(p.value("pid", int64_t(0)));
-    }
-    return pids;
-  };
-  auto alive = [&] {
-    std::set<int64_t> pids;
-    const nlohmann::json top = gpu.top_json();
-    for (const nlohmann::json& p : top["gpus"][0]["processes"]) pids.insert(p.value("pid", int64_t(0)));
-    return pids;
-  };
-  start(0);
-  start(1);
-  std::set<int64_t> first;
-  for (int i = 0; i < 240 && first.size() < 2; ++i) first = holding_weights();  // a look takes 0.25 s
-  if (first.size() != 2) {
-    for (std::thread& t : jobs) t.join();
-    FAIL("the first two never held their weights: " << gpu.state() << done[0].err << done[1].err);
-  }
-  start(2);
-  start(3);
-  bool in_beside_both = false, first_alive = true;
-  while (first_alive && !in_beside_both) {
-    const std::set<int64_t> holding = holding_weights(), live = alive();
-    for (int64_t pid : first) first_alive = first_alive && live.count(pid);
-    for (int64_t pid : holding) in_beside_both = in_beside_both || (first_alive && !first.count(pid));
-  }
   std::string logs;
-  for (std::thread& t : jobs) t.join();
-  for (const Finished& f : done) {
-    logs += f.err;
-    CHECK(f.out == "done 120\n");
+  bool in_beside_both = false;
+  for (int attempt = 0; attempt < 3 && !in_beside_both; ++attempt) {
+    TestGpu gpu(1024 * kMiB);
+    const std::vector<std::string> argv{GSHARE_TEST_PYTHON,
+                                        std::string(GSHARE_TEST_PROGRAMS_DIR) + "/caching_framework_job.py",
+                                        "120", "380", "96", "2", "12500"};
+    std::vector<Finished> done(4);
+    std::vector<std::thread> jobs;
+    auto start = [&](int i) {
+      jobs.emplace_back([&, i] { done[size_t(i)] = run_to_end(argv, gpu.environment(env), 120); });
+    };
+    // The pids of the processes that hold their weights now.
+    auto holding_weights = [&] {
+      std::set<int64_t> pids;
+      const nlohmann::json top = gpu.top_json();
+      for (const nlohmann::json& p : top["gpus"][0]["processes"]) {
+        const uint64_t held = p.value("reserved_bytes", uint64_t(0)) + p.value("paged_out_bytes", uint64_t(0));
+        if (held >= p.value("context_bytes", uint64_t(0)) + 380 * kMiB) pids.insert(p.value("pid", int64_t(0)));
+      }
+      return pids;
+    };
+    auto alive = [&] {
+      std::set<int64_t> pids;
+      const nlohmann::json top = gpu.top_json();
+      for (const nlohmann::json& p : top["gpus"][0]["processes"]) pids.insert(p.value("pid", int64_t(0)));
+      return pids;
+    };
+    start(0);
+    start(1);
+    std::set<int64_t> first;
+    for (int i = 0; i < 240 && first.size() < 2; ++i) first = holding_weights();  // a look takes 0.25 s
+    if (first.size() != 2) {
+      for (std::thread& t : jobs) t.join();
+      FAIL("the first two never held their weights: " << gpu.state() << done[0].err << done[1].err);
+    }
+    start(2);
+    start(3);
+    bool first_alive = true;
+    while (first_alive && !in_beside_both) {
+      const std::set<int64_t> holding = holding_weights(), live = alive();
+      for (int64_t pid : first) first_alive = first_alive && live.count(pid);
+      for (int64_t pid : holding) in_beside_both = in_beside_both || (first_alive && !first.count(pid));
+    }
+    for (std::thread& t : jobs) t.join();
+    logs.clear();
+    for (const Finished& f : done) {
+      logs += f.err;
+      CHECK(f.out == "done 120\n");
+    }
   }
   INFO(logs);
   CHECK(in_beside_both);
