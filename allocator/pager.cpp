@@ -307,15 +307,13 @@ void page_out(Device& device) {
     if (marked) arbiter.slot()->residency = shm::kPagingOut;
   });
   if (!marked) return;
-  auto unmark = [&] {
-    set_residency(arbiter, g_paged_devices.load(std::memory_order_seq_cst) & bit ? shm::kPagedOut : shm::kResident);
-  };
   wait_for_cache_first(device);
   lock_movable_memory();
   Ranges ranges(count_movable(device.ordinal));
   if (!ranges.ok()) {
     unlock_movable_memory();
-    unmark();
+    const bool out = g_paged_devices.load(std::memory_order_seq_cst) & bit;
+    set_residency(arbiter, out ? shm::kPagedOut : shm::kResident);
     return;
   }
   collect(device.ordinal, false, &ranges);
