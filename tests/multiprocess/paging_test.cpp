@@ -266,9 +266,11 @@ TEST_CASE("while jobs take turns through host memory, a resident job makes its h
   // paged out for it. From then on the resident job pins host memory for
   // its own copy while it computes, so that its page-out, when its turn
   // ends, only copies (on a GPU, pinning tens of GB took seconds while the
-  // job coming in waited).
+  // job coming in waited). Turns of half a second at least: a look at
+  // gshare-top takes a quarter of one, and a copy made in a shorter turn on
+  // a loaded machine could be paged out before any look saw it.
   TestGpu gpu(256 * kMiB);
-  auto jobs = started_jobs(gpu, 3, paging({{"GSHARE_POLICY", "fair"}}));
+  auto jobs = started_jobs(gpu, 3, paging({{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "500"}}));
   for (auto& job : jobs) job->post("pagetrain 300 100M 4 2 10000 0");
   bool prepared = false;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
