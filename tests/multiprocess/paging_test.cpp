@@ -473,26 +473,27 @@ TEST_CASE("a job that comes while two others fill the GPU gets in by a page-out,
     auto start = [&](int i) {
       jobs.emplace_back([&, i] { done[size_t(i)] = run_to_end(argv, gpu.environment(env), 120); });
     };
-    // The pids of the processes that hold their weights now.
-    auto holding_weights = [&] {
-      std::set<int64_t> pids;
+    // One look at gshare-top (it takes 0.25 s): the pids of the live
+    // processes, and of those that hold their weights now.
+    std::set<int64_t> live, holding;
+    auto look = [&] {
+      live.clear();
+      holding.clear();
       const nlohmann::json top = gpu.top_json();
       for (const nlohmann::json& p : top["gpus"][0]["processes"]) {
+        const int64_t pid = p.value("pid", int64_t(0));
+        live.insert(pid);
         const uint64_t held = p.value("reserved_bytes", uint64_t(0)) + p.value("paged_out_bytes", uint64_t(0));
-        if (held >= p.value("context_bytes", uint64_t(0)) + 380 * kMiB) pids.insert(p.value("pid", int64_t(0)));
+        if (held >= p.value("context_bytes", uint64_t(0)) + 380 * kMiB) holding.insert(pid);
       }
-      return pids;
-    };
-    auto alive = [&] {
-      std::set<int64_t> pids;
-      const nlohmann::json top = gpu.top_json();
-      for (const nlohmann::json& p : top["gpus"][0]["processes"]) pids.insert(p.value("pid", int64_t(0)));
-      return pids;
     };
     start(0);
     start(1);
     std::set<int64_t> first;
-    for (int i = 0; i < 240 && first.size() < 2; ++i) first = holding_weights();  // a look takes 0.25 s
+    for (int i = 0; i < 240 && first.size() < 2; ++i) {
+      look();
+      first = holding;
+    }
     if (first.size() != 2) {
       for (std::thread& t : jobs) t.join();
       FAIL("the first two never held their weights: " << gpu.state() << done[0].err << done[1].err);
@@ -501,7 +502,7 @@ TEST_CASE("a job that comes while two others fill the GPU gets in by a page-out,
     start(3);
     bool first_alive = true;
     while (first_alive && !in_beside_both) {
-      const std::set<int64_t> holding = holding_weights(), live = alive();
+      look();
       for (int64_t pid : first) first_alive = first_alive && live.count(pid);
       for (int64_t pid : holding) in_beside_both = in_beside_both || (first_alive && !first.count(pid));
     }
