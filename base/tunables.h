@@ -152,12 +152,6 @@ inline constexpr uint64_t kTurnPerSwitchCost = 40;
 // long for their share. A switch that frees and allocates again a large
 // GPU's memory (78 GB on an H200: 300 ms) costs 3% of a turn this long.
 inline constexpr uint64_t kMaxTurnNs = 10'000'000'000;
-// A switch's wake cost (the part past memory) lengthens turns only while a
-// round of every contender's turn stays within this. Among 64 jobs a turn
-// doubled by a wake cost of 1 ms made a round 2.8 s; fair evens time out
-// only to within about a turn, so each job's share over a 30 s window was
-// then off by up to a fifth.
-inline constexpr uint64_t kWakeRoundNs = 500'000'000;
 // A job idle this long, or never served, comes back level with the least
 // vtime of the active jobs (rules::activate), neither behind nor ahead: the
 // turn of credit either way is for a job idle only between two of its

@@ -8,7 +8,6 @@ namespace gshare::rules {
 
 using tunables::kMaxTurnNs;
 using tunables::kTurnPerSwitchCost;
-using tunables::kWakeRoundNs;
 
 namespace {
 
@@ -127,11 +126,6 @@ uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns) {
   };
   const uint64_t woken = std::min(amortized(job.switch_cost_ns), base > kMaxTurnNs ? base : 2 * base);
   return std::max({base, amortized(job.switch_memory_ns), woken});
-}
-
-uint64_t wake_cost_for_turns(uint64_t median_ns, int contenders) {
-  if (contenders <= 1) return median_ns;
-  return std::min(median_ns, kWakeRoundNs / (uint64_t(contenders) * kTurnPerSwitchCost));
 }
 
 bool preempts_now(Policy policy, const Job& holder, const Job& candidate) {

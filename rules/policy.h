@@ -92,12 +92,6 @@ int pick_next(Policy policy, const Job* jobs, int count, int holder);
 // tunables::kMaxTurnNs (or the quantum, if that is longer).
 uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns);
 
-// The wake cost (Job::switch_cost_ns past memory) that turns among
-// `contenders` jobs are lengthened for: `median_ns`, capped so that the
-// lengthening alone keeps a round of all their turns within
-// tunables::kWakeRoundNs. Turns never fall below their base.
-uint64_t wake_cost_for_turns(uint64_t median_ns, int contenders);
-
 // Whether `candidate`, which has just become active, takes the GPU from the
 // holder at once instead of at the end of the holder's slice: priority
 // only, for a strictly higher priority.

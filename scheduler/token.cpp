@@ -176,11 +176,8 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   // measured noisily, 0.1 to 3 ms among 64 processes. Each job's turn is
   // set by the jobs' median of it, not by its own figure: turns of 20 ms
   // for one job and 40 ms for another, equal on fair's clock, would give
-  // the first twice the switches, and the steps each switch costs. Among
-  // many contenders the lengthening shrinks so that a round stays short.
-  int contenders = 0;
-  for (int n = 0; n < t.count; ++n) contenders += t.jobs[n].active ? 1 : 0;
-  const uint64_t woken_ns = rules::wake_cost_for_turns(median_switch_cost(t), contenders);
+  // the first twice the switches, and the steps each switch costs.
+  const uint64_t woken_ns = median_switch_cost(t);
   for (int n = 0; n < t.count; ++n) {
     Job& j = t.jobs[n];
     j.switch_cost_ns = std::max(woken_ns, j.switch_memory_ns);

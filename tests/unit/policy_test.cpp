@@ -451,24 +451,6 @@ TEST_CASE("a turn lasts forty times what a switch to its job costs in memory, up
   CHECK(slice_length(Policy::kFifo, job, kQuantum) == kForever);
 }
 
-TEST_CASE("among many contenders a wake cost lengthens turns only while a round stays within half a second") {
-  using gshare::rules::wake_cost_for_turns;
-  // Alone or with a few others, the measured figure stands.
-  CHECK(wake_cost_for_turns(2 * kMs, 0) == 2 * kMs);
-  CHECK(wake_cost_for_turns(2 * kMs, 1) == 2 * kMs);
-  CHECK(wake_cost_for_turns(1 * kMs, 8) == 1 * kMs);  // 8 turns of 40 ms: 320 ms
-  // 16 jobs: turns of 31.25 ms; 64 jobs: the base alone (7.8 ms < 20 ms).
-  Job job = active_job(0, 0);
-  job.switch_cost_ns = wake_cost_for_turns(2 * kMs, 16);
-  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 31'250'000);
-  job.switch_cost_ns = wake_cost_for_turns(2 * kMs, 64);
-  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 20 * kMs);
-  // Memory handed over still lengthens turns in full.
-  job.switch_memory_ns = 100 * kMs;
-  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 4000 * kMs);
-  CHECK(wake_cost_for_turns(UINT64_MAX, 64) < UINT64_MAX);
-}
-
 TEST_CASE("a switch's cost beyond memory (the job waking) lengthens a turn to twice its base at most") {
   // 64 small jobs on a busy CPU: the grant to the first launch reads 1-2
   // ms, and turns of forty times that would be every job's share's grain.
