@@ -32,8 +32,9 @@ got there (15 s: 6-12 of them).
 Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
-subset of n2 n4 n8 w31 small host, default all), SCHED_GSHARE_EXTRA,
-SCHED_BUDGET_S.
+subset of n2 n4 n8 w31 small host, default all), SCHED_FAIR_MODES (a
+subset of native gshare, default both: gshare alone gives no ratios to
+native), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 """
 
 import sys
@@ -109,9 +110,13 @@ def body(ctx, state):
                        "small_args": common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS,
                        "host_ms": common.env_float("SCHED_HOST_MS", 30.0),
                        "configs": chosen}
+    # SCHED_FAIR_MODES: a subset of "native gshare" (gshare alone for a quick
+    # look at a change; its figures are then not ratios to native).
+    only = common.env_words("SCHED_FAIR_MODES") or ["native", "gshare"]
     for trial in range(1, trials + 1):
         modes = ["native", "gshare"] if trial % 2 else ["gshare", "native"]
-        groups = [[("alone", "native")]] if trial == 1 else []
+        modes = [m for m in modes if m in only]
+        groups = [[("alone", "native")]] if trial == 1 and "native" in only else []
         for config in chosen:
             if config == "w31":
                 groups.append([("w31", "gshare")] + ([] if "n2" in chosen else [("n2", m) for m in modes]))
