@@ -1048,21 +1048,6 @@ SwitchRecord note_first_launch(Arbiter& arbiter, uint64_t now) {
     if (!(gate & shm::kGateFirstLaunch) || me.switched_in_mono_ns == 0) return;  // another thread was first
     uint64_t cost = now > me.switched_in_mono_ns ? now - me.switched_in_mono_ns : 0;
     me.switched_in_mono_ns = 0;
-    // The turn runs from here, and is charged from here: the wait for this
-    // launch since the grant (the process waking, its memory paged in) is
-    // the machine's, not the job's. Charged to the job, it took a random
-    // share of each turn: among 64 small jobs a 20 ms turn held 4 to 10
-    // steps by how long the wake took, and over 30 s the jobs' steps
-    // spread by a fifth although their turns and token time were even.
-    const int k = token_index(r, arbiter.own_slot());
-    if (holder_slot_locked(arbiter, k) == arbiter.own_slot()) {
-      shm::Token& token = r.header.tokens[k];
-      if (token.slice_end_mono_ns != UINT64_MAX && now > token.slice_start_mono_ns) {
-        token.slice_end_mono_ns += now - token.slice_start_mono_ns;
-        token.slice_start_mono_ns = now;
-      }
-      if (now > me.accounted_mono_ns) me.accounted_mono_ns = now;
-    }
     me.switches++;
     me.switch_ns += cost;
     me.last_switch_ns = cost;
