@@ -113,13 +113,17 @@ def body(ctx, state):
     # SCHED_FAIR_MODES: a subset of "native gshare" (gshare alone for a quick
     # look at a change; its figures are then not ratios to native).
     only = common.env_words("SCHED_FAIR_MODES") or ["native", "gshare"]
+    unknown = [m for m in only if m not in ("native", "gshare")]
+    if unknown:
+        raise SystemExit(f"SCHED_FAIR_MODES: unknown {' '.join(unknown)}; known: native gshare")
     for trial in range(1, trials + 1):
         modes = ["native", "gshare"] if trial % 2 else ["gshare", "native"]
         modes = [m for m in modes if m in only]
         groups = [[("alone", "native")]] if trial == 1 and "native" in only else []
         for config in chosen:
             if config == "w31":
-                groups.append([("w31", "gshare")] + ([] if "n2" in chosen else [("n2", m) for m in modes]))
+                w31 = [("w31", "gshare")] if "gshare" in only else []
+                groups.append(w31 + ([] if "n2" in chosen else [("n2", m) for m in modes]))
             else:
                 groups.append([(config, m) for m in modes])
         for group in groups:
