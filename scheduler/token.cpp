@@ -263,19 +263,28 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
   // there), and then it competes as any resident job. Nor a job whose
   // page-out is under way: granted, it would give the page-out up, and the
   // job that asked for the room would go on waiting. (fifo keeps its
-  // order of arrival, priority its order of priorities: a higher job's
-  // turn is its room, made by pages out of the job it stopped.)
-  if (!t.ahead && policy != Policy::kFifo && policy != Policy::kPriority) {
+  // order of arrival. Under priority only a resident job of the same
+  // priority or higher parks it: a higher job's turn is its room, made by
+  // pages out of the job it stopped. Among equal priorities, which share
+  // as fair does, a job granted while its page-out was under way gave the
+  // page-out up at every grant, and a newcomer waiting for the room it
+  // would make waited for the others to end.)
+  if (!t.ahead && policy != Policy::kFifo) {
     const Region& r = *arbiter.region();
     auto out = [&](int i) {
       const uint32_t residency = r.slots[t.jobs[i].id].residency;
       return residency == shm::kPagedOut || residency == shm::kPagingIn || residency == shm::kPagingOut;
     };
     bool resident_asks = false;
-    for (int i = 0; i < t.count && !resident_asks; ++i)
-      resident_asks = i != current && t.jobs[i].active && !out(i) && asks_for_token(arbiter, t.jobs[i].id);
+    int32_t top_resident = INT32_MIN;  // the highest priority of a resident job that asks
+    for (int i = 0; i < t.count; ++i) {
+      if (i == current || !t.jobs[i].active || out(i) || !asks_for_token(arbiter, t.jobs[i].id)) continue;
+      resident_asks = true;
+      top_resident = std::max(top_resident, t.jobs[i].priority);
+    }
     for (int i = 0; resident_asks && i < t.count; ++i) {
       if (i == current || !t.jobs[i].active || !out(i)) continue;
+      if (policy == Policy::kPriority && t.jobs[i].priority > top_resident) continue;
       parked[i] = true;
       t.jobs[i].active = false;
     }
