@@ -156,6 +156,16 @@ void wait_out_copy(Side ds, Side ss, size_t n) {
       std::chrono::nanoseconds(static_cast<uint64_t>(double(n) * 1e3 / double(mb_per_s))));
 }
 
+// Pinning host memory takes its bytes over FAKE_CUDA_PIN_MBPS (0: instant):
+// a real driver pins a few GB/s, far slower than it copies, and paging
+// that pins anew at a switch must show that cost.
+void wait_out_pinning(size_t n) {
+  const uint64_t mb_per_s = S().cfg.pin_mb_per_s;  // set at cuInit, read-only since
+  if (mb_per_s == 0 || n == 0) return;
+  std::this_thread::sleep_for(
+      std::chrono::nanoseconds(static_cast<uint64_t>(double(n) * 1e3 / double(mb_per_s))));
+}
+
 // Synchronous copy on the legacy default stream (waits for the context's
 // blocking streams) or the per-thread default stream (waits for it only).
 CUresult copy_sync(uintptr_t dst, Side ds, uintptr_t src, Side ss, size_t n, bool ptds) {
@@ -389,6 +399,7 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
   uintptr_t p = 0;
   rc = allocate(bytesize, /*charged=*/0, AllocKind::kHost, &p);
   if (rc == CUDA_SUCCESS) *pp = reinterpret_cast<void*>(p);
+  if (rc == CUDA_SUCCESS) wait_out_pinning(bytesize);
   return rc;
 }
 
@@ -419,8 +430,11 @@ CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int Fla
   CUresult rc = check_init();
   if (rc != CUDA_SUCCESS) return rc;
   if (p == nullptr || bytesize == 0 || (Flags & ~0xFu) != 0) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> g(S().mu);
-  if (!S().registered_host.emplace(H(p), bytesize).second) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  {
+    std::lock_guard<std::mutex> g(S().mu);
+    if (!S().registered_host.emplace(H(p), bytesize).second) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  }
+  wait_out_pinning(bytesize);
   return CUDA_SUCCESS;
 }
 
