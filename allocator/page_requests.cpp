@@ -37,10 +37,11 @@ struct HostRoom {
   // The host memory `s`'s page-out adds: its own kept copies are used
   // again, and it needs the rest.
   static uint64_t need_of(const Slot& s) { return saturating_sub(s.movable_bytes, s.host_paging_bytes); }
-  // Whether `s`'s page-out fits beside `added` bytes asked for already.
-  bool fits(const Slot& s, uint64_t added) const {
+  // Whether `s`'s page-out fits beside `added` bytes asked for already,
+  // with the copies other resident jobs keep freed for it, or without.
+  bool fits(const Slot& s, uint64_t added, bool freeing_kept = true) const {
     const uint64_t own = s.residency == shm::kResident ? s.host_paging_bytes : 0;
-    return held + added + need_of(s) <= limit + saturating_sub(kept, own);
+    return held + added + need_of(s) <= limit + (freeing_kept ? saturating_sub(kept, own) : 0);
   }
 };
 
@@ -135,7 +136,7 @@ bool keep_token_for_room(Arbiter& arbiter, uint64_t* held_since, uint64_t now) {
   return false;
 }
 
-void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns) {
+void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns, bool kept_copies_only) {
   if (!paging_enabled()) return;
   const uint64_t now = mono_now_ns();
   if (*asked_at_ns != 0 && now - *asked_at_ns < kAskPageOutAgainNs) return;
@@ -159,6 +160,7 @@ void ask_for_page_outs(Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_a
     bool host_bound = false;
     for (int k = 0; k < n && asked < std::max<uint64_t>(short_bytes, 1); ++k) {
       Slot& s = r.slots[order[k]];
+      if (kept_copies_only && !host.fits(s, added, /*freeing_kept=*/false)) continue;
       if (!host.fits(s, added)) host_bound = true;
       added += HostRoom::need_of(s);
       s.page_out_requests++;

@@ -20,7 +20,14 @@ namespace gshare::allocator {
 // the largest; the job the policy runs next (scheduler::next_in_line)
 // only when no other will do. Each is also asked for its cache
 // (Slot::release_requests), which its pager waits for before the copies.
-void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns);
+// With `kept_copies_only` (a prefetch's ask), only jobs whose page-out
+// needs no host memory beyond what is free under GSHARE_HOST_MEM_LIMIT are
+// asked, none of the copies other jobs keep freed for it: a swap that must
+// pin anew costs seconds of host work and another job's kept copy, more
+// than a prefetch ahead of need may spend; that swap waits for the job's
+// turn.
+void ask_for_page_outs(shm::Arbiter& arbiter, uint64_t short_bytes, uint64_t* asked_at_ns,
+                       bool kept_copies_only = false);
 
 // A page-out needs `need_bytes` more pinned host memory than the GPU's
 // paged jobs leave under GSHARE_HOST_MEM_LIMIT: asks resident jobs that

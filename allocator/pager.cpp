@@ -752,7 +752,7 @@ void prefetch(Device& device) {
   uint64_t short_bytes = 0;
   CUresult rr = page_in(device, /*prefetch=*/true, &short_bytes);
   if (rr == CUDA_ERROR_NOT_READY && short_bytes)
-    ask_for_page_outs(arbiter, short_bytes, &g_prefetch_asked_ns[device.ordinal]);
+    ask_for_page_outs(arbiter, short_bytes, &g_prefetch_asked_ns[device.ordinal], /*kept_copies_only=*/true);
 }
 
 void* pager_loop(void*) {

@@ -520,3 +520,46 @@ TEST_CASE("a job that comes while two others fill the GPU gets in by a page-out,
   INFO(logs);
   CHECK(in_beside_both);
 }
+
+TEST_CASE("under a tight host-memory limit a prefetch makes no swap pin anew", "[paging][more]") {
+  // Four jobs of 100 MiB on 256 MiB take turns, two on the GPU at a time,
+  // and GSHARE_HOST_MEM_LIMIT holds the two paged out and one more copy,
+  // not all four. A prefetch that asked a resident job to page out whose
+  // copy was freed (by a swap before) made it pin its 100 MiB anew and
+  // another job free the copy it kept: nearly every page-out pinned all it
+  // copied (90% of the bytes over this ring). A prefetch asks only for
+  // page-outs that fit the free host memory; the swaps that must pin wait
+  // for the jobs' turns.
+  TestGpu gpu(256 * kMiB);
+  const Env env = paging({{"GSHARE_HOST_MEM_LIMIT", "330MiB"}, {"GSHARE_QUANTUM_MS", "50"},
+                          {"GSHARE_POLICY", "fair"}, {"FAKE_CUDA_COPY_MBPS", "3200"},
+                          {"FAKE_CUDA_PIN_MBPS", "800"}});
+  auto jobs = started_jobs(gpu, 4, env);
+  // 400 steps of 20 ms: several turns each (a switch's copies of about
+  // 35 ms make turns of about 1.4 s), so the ring goes round.
+  for (auto& job : jobs) job->post("pagetrain 400 100M 4 2 10000 0");
+  // Each job's first page-out pins what was not copied ahead of it; the
+  // later ones are the swaps.
+  const std::regex page_out(
+      "paged out ([0-9.]+) MiB in [0-9]+ allocations in [0-9.]+ ms \\(([0-9.]+) MiB of it into new host copies\\)");
+  double out = 0, pinned = 0;
+  int swaps = 0;
+  std::string logs;
+  for (auto& job : jobs) {
+    std::string reply = job->reply(240);
+    INFO(gpu.state());
+    CHECK(starts_with(reply, "pagetrain ok 400 "));
+    const std::string err = job->stderr_text();
+    logs += err;
+    auto it = std::sregex_iterator(err.begin(), err.end(), page_out);
+    if (it != std::sregex_iterator()) ++it;
+    for (; it != std::sregex_iterator(); ++it) {
+      out += std::stod((*it)[1].str());
+      pinned += std::stod((*it)[2].str());
+      ++swaps;
+    }
+  }
+  INFO(logs);
+  INFO("later page-outs " << swaps << ", " << out << " MiB, " << pinned << " MiB of it pinned anew");
+  CHECK(pinned <= 0.5 * out);
+}
