@@ -13,7 +13,12 @@ the paging demonstrations, each against a baseline measured in the same run.
             gshare with paging, once with GSHARE_PREFETCH=on and once off.
             Per run: the makespan from a common start, the losses against
             alone, and from gshare-top (sampled every second) each job's
-            page-ins, prefetches, page-in rate and switch costs.
+            page-ins, prefetches, page-in rate and switch costs, and
+            from the step logs the stall at each switch between jobs
+            (switch_stalls), and prefetch's share of the stall at switches
+            to a job paged in (prefetch_hides: the mean with prefetch on
+            against off; jobs long enough for several turns each, --steps,
+            switch between live jobs).
   infer     --models inference "models" (--weights-frac of the GPU each, in
             weight matrices of 1 GiB) serving requests in turn: request r
             goes to model r mod N, one at a time, --requests in all; each
@@ -175,6 +180,71 @@ def parse_train(path):
     return losses, done_t
 
 
+def switch_stalls(out_dir, tag, count, first_steps):
+    """The GPU time lost where one job's steps give way to another's, from
+    the jobs' step logs. A job's steps, between switches, come one step time
+    apart; at a switch the gap from the outgoing job's last step to the
+    incoming job's step is that step plus the stall: the hand-over, the
+    page-in that was not hidden, the page-out that made room for it. One
+    step time is the incoming job's median gap between its own consecutive
+    steps, or, for its first step, its first step alone (`first_steps`, a
+    job's warm-up included). `paged` switches are those whose incoming job
+    was paged in (or prefetched) since its previous step: prefetch's share
+    of the stall is read on them. The rest are `resident`; those that
+    follow a job's last step (its exit is in the stall) are also counted
+    apart as `after_end`."""
+    steps, own, page_ins = [], {}, {}
+    for k in range(count):
+        path = os.path.join(out_dir, f"{tag}-{k}.steps")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            times = [json.loads(line)["t"] for line in f if line.strip()]
+        steps += [(t, k, n, len(times)) for n, t in enumerate(times)]
+        err = os.path.join(out_dir, f"{tag}-{k}.err")
+        if os.path.exists(err):
+            with open(err) as f:
+                page_ins[k] = [float(line.split(" ", 1)[0]) for line in f
+                               if " paged in " in line or " prefetched " in line]
+    steps.sort()
+    last = {}
+    for (t1, k1, _, _), (t2, k2, _, _) in zip(steps, steps[1:]):
+        if k1 == k2:
+            own.setdefault(k1, []).append(t2 - t1)
+    stalls = {"paged": [], "resident": [], "after_end": []}
+    for (t1, k1, n1, total1), (t2, k2, n2, _) in zip(steps, steps[1:]):
+        previous = last.get(k2)
+        last[k2] = t2
+        if k1 == k2:
+            continue
+        step = first_steps.get(k2) if n2 == 0 else (stats.median(own[k2]) if k2 in own else None)
+        if step is None:
+            continue
+        stall = max(0.0, (t2 - t1) - step) * 1e3
+        since = previous if previous is not None else float("-inf")
+        if any(since < t <= t2 for t in page_ins.get(k2, [])):
+            stalls["paged"].append(stall)
+        else:
+            stalls["resident"].append(stall)
+        if n1 == total1 - 1:
+            stalls["after_end"].append(stall)
+    return {kind: {"count": len(v), "mean_ms": sum(v) / len(v) if v else None,
+                   "median_ms": stats.median(v) if v else None, "all_ms": [round(x, 1) for x in v]}
+            for kind, v in stalls.items()}
+
+
+def first_step_alone(out_dir, tag):
+    """A job's first step alone, from its start to that step (its warm-up
+    in it), or None."""
+    try:
+        with open(os.path.join(out_dir, f"{tag}.start")) as f:
+            t0 = float(f.read().split()[0])
+        with open(os.path.join(out_dir, f"{tag}-0.steps")) as f:
+            return json.loads(f.readline())["t"] - t0
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
 def env_with(preload, extra):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
@@ -229,6 +299,9 @@ def train_run(args, jobs, tag, preload=None, extra=None, only=None):
         if done_t:
             ends.append(done_t - t0)
     result["makespan_s"] = max(ends) if len(ends) == len(ids) else None
+    if only is None:
+        firsts = {i: first_step_alone(out_dir, f"alone{i}") for i in ids}
+        result["switch_stalls"] = switch_stalls(out_dir, tag, len(ids), {i: t for i, t in firsts.items() if t})
     return result
 
 
@@ -249,6 +322,12 @@ def part_train(args, report):
         extra = {"GSHARE_PAGING": "on", "GSHARE_PREFETCH": prefetch, "GSHARE_HOST_MEM_LIMIT": limit,
                  "GSHARE_LOG": "info", "GSHARE_ADMIT_TIMEOUT_S": str(int(args.timeout))}
         extra.update(setting.split("=", 1) for setting in settings)
+        # lib=NAME: this run preloads NAME/libgshare.so (another build, the
+        # same mix and ideal), tagged by the folder's name.
+        lib = extra.pop("lib", None)
+        preload = os.path.join(lib, "libgshare.so") if lib else args.lib
+        settings = [x if not x.startswith("lib=") else "lib=" + os.path.basename(os.path.normpath(lib))
+                    for x in settings]
         tag = "-".join([f"gshare-prefetch-{prefetch}"] + [x.replace("=", "") for x in settings])
         # A run repeated in the list ("on,off,on,off": alternating trials)
         # keeps its own raw files.
@@ -257,7 +336,7 @@ def part_train(args, report):
             n += 1
             tag = f"{base}-run{n}"
         tags.add(tag.lower())
-        run = train_run(args, jobs, tag.lower(), preload=args.lib, extra=extra)
+        run = train_run(args, jobs, tag.lower(), preload=preload, extra=extra)
         run["prefetch"] = prefetch
         run["settings"] = settings
         run["losses_identical"] = all(j["losses"] == reference[j["job"]] for j in run["jobs"])
@@ -274,6 +353,16 @@ def part_train(args, report):
     for r in alone:
         for j in r["jobs"]:
             del j["losses"]
+    # Prefetch's share of the stall per switch to a job paged in: the mean
+    # stall of every such switch with prefetch on against with it off.
+    paged = {mode: [x for r in report["train"]["runs"] if r["prefetch"] == mode
+                    for x in r["switch_stalls"]["paged"]["all_ms"]] for mode in ("on", "off")}
+    if paged["on"] and paged["off"] and sum(paged["off"]) > 0:
+        on, off = sum(paged["on"]) / len(paged["on"]), sum(paged["off"]) / len(paged["off"])
+        report["train"]["paged_switch_stall_ms"] = {"on": on, "off": off, "switches_on": len(paged["on"]),
+                                                    "switches_off": len(paged["off"])}
+        report["train"]["prefetch_hides"] = 1 - on / off
+    write(args, report)
 
 
 def part_infer(args, report):
@@ -344,8 +433,8 @@ def main():
     ap.add_argument("--prefetch", default="on,off",
                     help="train: the runs under gshare, in order, comma-separated: GSHARE_PREFETCH "
                          "on or off, each optionally with :NAME=VALUE settings of its own "
-                         "(on:GSHARE_SLICE_MAX_MS=20000); repeat entries for alternating "
-                         "trials (on,off,on,off)")
+                         "(on:GSHARE_SLICE_MAX_MS=20000), or lib=DIR for another build's "
+                         "libgshare.so; repeat entries for alternating trials (on,off,on,off)")
     ap.add_argument("parts", nargs="+", choices=["copies", "train", "infer"])
     args = ap.parse_args()
     args.lib = os.path.join(args.build, "libgshare.so")
