@@ -93,6 +93,20 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.admission_timeouts = 0;
     s.lane_holder_since_mono_ns = 0;
     s.launches_at_sync.store(0, std::memory_order_relaxed);
+    s.token_waits.store(0, std::memory_order_relaxed);
+    s.switch_memory_ns.store(0, std::memory_order_relaxed);
+    // Paging state (allocator/pager.h) left by a job that died in this
+    // slot: its host memory went with it, and nothing of it is out.
+    s.paged_out_bytes = s.host_paging_bytes = s.movable_bytes = 0;
+    s.page_outs = s.page_ins = s.paging_ns = 0;
+    s.residency = kResident;
+    s.page_out_acks = s.page_out_requests;
+    s.page_out_copying = 0;
+    s.last_device_work_mono_ns.store(0, std::memory_order_relaxed);
+    s.paged_in_bytes = s.page_in_copy_ns = s.prefetches = 0;
+    s.host_release_acks = s.host_release_requests;
+    s.host_release_bytes = 0;
+    s.page_in_wait_ns = 0;
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);

@@ -229,6 +229,52 @@ TEST_CASE("a newcomer clears out the dead before it claims a slot") {
   CHECK(a.region()->header.reclaimed_slots == 1);
 }
 
+TEST_CASE("a slot taken over from a dead job starts with none of its paging or waiting state") {
+  // A job killed while paged out, holding pinned host memory, waiting for
+  // the token and asked to page out: the next job in its slot would
+  // otherwise count that host memory against GSHARE_HOST_MEM_LIMIT, read
+  // as paged out (parked while others ask) and as a thread waiting for the
+  // token, and answer a page-out nobody asked of it.
+  TempDir dir;
+  int status = in_child([&] {
+    Arbiter child = open_arbiter(dir.path);
+    if (!child.claim_slot(identity(8 * kGiB))) _exit(1);
+    Slot& s = *child.slot();
+    child.update([&] {
+      s.paged_out_bytes = s.host_paging_bytes = s.movable_bytes = kGiB;
+      s.page_outs = s.page_ins = s.paging_ns = s.paged_in_bytes = s.page_in_copy_ns = s.prefetches = 1;
+      s.residency = kPagedOut;
+      s.page_out_requests = 3;
+      s.page_out_copying = 1;
+      s.host_release_requests = 2;
+      s.host_release_bytes = kGiB;
+      s.page_in_wait_ns = 1;
+    });
+    s.token_waits.store(1);
+    s.switch_memory_ns.store(1);
+    s.last_device_work_mono_ns.store(1);
+    _exit(0);
+  });
+  REQUIRE(WEXITSTATUS(status) == 0);
+  Arbiter a = open_arbiter(dir.path);
+  REQUIRE(a.claim_slot(identity(8 * kGiB)));
+  REQUIRE(a.own_slot() == 0);
+  const Slot& s = *a.slot();
+  CHECK(s.paged_out_bytes == 0);
+  CHECK(s.host_paging_bytes == 0);
+  CHECK(s.movable_bytes == 0);
+  CHECK(s.page_outs + s.page_ins + s.paging_ns + s.paged_in_bytes + s.page_in_copy_ns + s.prefetches == 0);
+  CHECK(s.residency == kResident);
+  CHECK(s.page_out_requests == s.page_out_acks);
+  CHECK(s.page_out_copying == 0);
+  CHECK(s.host_release_requests == s.host_release_acks);
+  CHECK(s.host_release_bytes == 0);
+  CHECK(s.page_in_wait_ns == 0);
+  CHECK(s.token_waits.load() == 0);
+  CHECK(s.switch_memory_ns.load() == 0);
+  CHECK(s.last_device_work_mono_ns.load() == 0);
+}
+
 TEST_CASE("a newcomer corrects GPU totals that its live slots do not add up to") {
   TempDir dir;
   // A live job holding 1 GiB, whose region a broken writer then marks full.
