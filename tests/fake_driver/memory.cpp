@@ -143,28 +143,26 @@ CopyCheck check_copy(uintptr_t dst, Side dst_side, uintptr_t src, Side src_side,
   return c;
 }
 
+// Sleeps as long as `n` bytes take at `mb_per_s` MB/s (0: not at all).
+void wait_bytes_at(size_t n, uint64_t mb_per_s) {
+  if (mb_per_s == 0 || n == 0) return;
+  std::this_thread::sleep_for(
+      std::chrono::nanoseconds(static_cast<uint64_t>(double(n) * 1e3 / double(mb_per_s))));
+}
+
 // A copy between host and device memory takes n bytes over the link's
 // bandwidth (FAKE_CUDA_COPY_MBPS; 0: instant), as a GPU's copy engine does:
 // paging a job out and in must cost time for its overlap to be seen.
 void wait_out_copy(Side ds, Side ss, size_t n) {
-  const uint64_t mb_per_s = S().cfg.copy_mb_per_s;  // set at cuInit, read-only since
-  if (mb_per_s == 0 || n == 0) return;
   const bool crosses = (ds == Side::kDevice && ss == Side::kHost) ||
                        (ds == Side::kHost && ss == Side::kDevice);
-  if (!crosses) return;
-  std::this_thread::sleep_for(
-      std::chrono::nanoseconds(static_cast<uint64_t>(double(n) * 1e3 / double(mb_per_s))));
+  if (crosses) wait_bytes_at(n, S().cfg.copy_mb_per_s);  // set at cuInit, read-only since
 }
 
 // Pinning host memory takes its bytes over FAKE_CUDA_PIN_MBPS (0: instant):
 // a real driver pins a few GB/s, far slower than it copies, and paging
 // that pins anew at a switch must show that cost.
-void wait_out_pinning(size_t n) {
-  const uint64_t mb_per_s = S().cfg.pin_mb_per_s;  // set at cuInit, read-only since
-  if (mb_per_s == 0 || n == 0) return;
-  std::this_thread::sleep_for(
-      std::chrono::nanoseconds(static_cast<uint64_t>(double(n) * 1e3 / double(mb_per_s))));
-}
+void wait_out_pinning(size_t n) { wait_bytes_at(n, S().cfg.pin_mb_per_s); }  // read-only since cuInit
 
 // Synchronous copy on the legacy default stream (waits for the context's
 // blocking streams) or the per-thread default stream (waits for it only).
@@ -398,8 +396,10 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
   }
   uintptr_t p = 0;
   rc = allocate(bytesize, /*charged=*/0, AllocKind::kHost, &p);
-  if (rc == CUDA_SUCCESS) *pp = reinterpret_cast<void*>(p);
-  if (rc == CUDA_SUCCESS) wait_out_pinning(bytesize);
+  if (rc == CUDA_SUCCESS) {
+    *pp = reinterpret_cast<void*>(p);
+    wait_out_pinning(bytesize);
+  }
   return rc;
 }
 
