@@ -21,7 +21,8 @@ struct JobState {
   uint64_t bytes = 0;  // F = P + E
   uint64_t host = 0;   // pinned host memory it holds: its copy, kept or paged out
   uint64_t last_run_ns = 0;
-  bool started = false, resident = false, done = false;
+  uint64_t exits_at_ns = 0;  // done, its memory still on the GPU until then (Trace::exit_ms)
+  bool started = false, resident = false, done = false, exiting = false;
 };
 
 uint64_t copy_ns(uint64_t bytes, const PagingModel& model) {
@@ -84,33 +85,99 @@ uint64_t turn_ns(uint64_t quantum_ns, uint64_t switch_ns) {
   return std::max(quantum_ns, std::min(tunables::kTurnPerSwitchCost * switch_ns, tunables::kMaxTurnNs));
 }
 
+bool wants_gpu(const JobState& job, uint64_t now) { return !job.done && job.arrival_ns <= now; }
+
+// The resident jobs that would be paged out to make room for job `j`, the
+// least recently run first, never `j`: as the turn before `j`'s does.
+std::vector<int> victims_for(const std::vector<JobState>& jobs, int j, uint64_t used, uint64_t capacity) {
+  std::vector<int> victims;
+  std::vector<bool> out(jobs.size(), false);
+  while (capacity && used + jobs[j].bytes > capacity) {
+    int victim = -1;
+    for (size_t k = 0; k < jobs.size(); ++k)
+      if (int(k) != j && jobs[k].resident && !out[k] &&
+          (victim < 0 || jobs[k].last_run_ns < jobs[victim].last_run_ns))
+        victim = int(k);
+    if (victim < 0) break;
+    out[victim] = true;
+    used -= jobs[victim].bytes;
+    victims.push_back(victim);
+  }
+  return victims;
+}
+
+// Whether a prefetch of job `j` could page its victims out within the host
+// memory still free, as live (allocator/page_requests.h): a prefetch never
+// has other jobs' kept copies freed for it, and pins nothing past the limit.
+bool prefetch_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used, uint64_t capacity,
+                        const PagingModel& model) {
+  if (!model.host_limit_bytes) return true;
+  uint64_t pins = 0;
+  for (int v : victims_for(jobs, j, used, capacity)) pins += jobs[v].bytes - std::min(jobs[v].host, jobs[v].bytes);
+  return host_held(jobs) + pins <= model.host_limit_bytes;
+}
+
+// Whether job `i`, paged out, is passed over, as live (scheduler/token.cpp,
+// pick_locked): while a job other than the holder (`holder`) whose memory
+// is on the GPU, or that has yet to allocate it, wants the GPU. Granted,
+// it would only wait for its room while that job waits too. With prefetch
+// the job next in line comes back during the turn before its own, so that
+// the pick sees it resident, unless making its room would pass the host
+// limit; without, it waits until no such job is left.
+bool passed_over(const std::vector<JobState>& jobs, int i, int holder, uint64_t now, uint64_t used,
+                 uint64_t capacity, const PagingModel& model) {
+  const JobState& job = jobs[i];
+  if (!job.started || job.resident) return false;
+  if (model.prefetch && prefetch_fits_host(jobs, i, used, capacity, model)) return false;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const JobState& other = jobs[k];
+    if (int(k) != i && int(k) != holder && wants_gpu(other, now) && (other.resident || !other.started))
+      return true;
+  }
+  return false;
+}
+
 // The prefetch policy's pick (Schedule::by_weight): the jobs as the live
 // policy sees them, levelled on arrival as live, then rules::pick_next.
 int weighted_job(std::vector<JobState>& jobs, std::vector<rules::Job>& view, int holder, uint64_t now,
-                 const PagingModel& model) {
+                 uint64_t used, uint64_t capacity, const PagingModel& model) {
   const int n = int(jobs.size());
   for (int i = 0; i < n; ++i) {
     rules::Job& v = view[i];
     const JobState& job = jobs[i];
-    const bool wants = !job.done && job.arrival_ns <= now;
+    const bool wants = wants_gpu(job, now);
     if (!wants) v.active = false;
     else if (!v.active) rules::activate(Policy::kPrefetch, view.data(), n, i);
     // All of its memory, resident or not, as live (scheduler/token.cpp).
     v.bring_back_ns = job.started ? copy_ns(job.bytes, model) : 0;
   }
-  return rules::pick_next(Policy::kPrefetch, view.data(), n, holder >= 0 && view[holder].active ? holder : -1);
+  // Passed over, a job stays on the policy's clock (it competes again as
+  // soon as nothing resident is left), only out of this pick.
+  std::vector<int> parked;
+  for (int i = 0; i < n; ++i)
+    if (view[i].active && passed_over(jobs, i, holder, now, used, capacity, model)) {
+      view[i].active = false;
+      parked.push_back(i);
+    }
+  const int next = rules::pick_next(Policy::kPrefetch, view.data(), n, holder >= 0 && view[holder].active ? holder : -1);
+  for (int i : parked) view[i].active = true;
+  return next;
 }
 
-// The next job to run from `cursor` on (by turns, cyclically; to
-// completion, the first in order), among those arrived and not done; -1 if
-// none has arrived.
-int next_job(const std::vector<JobState>& jobs, const Schedule& s, size_t cursor, uint64_t now) {
+// The next job to run from `cursor` on (by turns, cyclically, passing over
+// paged-out jobs as live; to completion, the first in order), among those
+// arrived and not done; -1 if none has arrived.
+int next_job(const std::vector<JobState>& jobs, const Schedule& s, size_t cursor, int holder, uint64_t now,
+             uint64_t used, uint64_t capacity, const PagingModel& model) {
   const size_t n = s.order.size();
+  int first = -1;
   for (size_t k = 0; k < n; ++k) {
     int j = s.order[s.by_turns ? (cursor + k) % n : k];
-    if (!jobs[j].done && jobs[j].arrival_ns <= now) return j;
+    if (!wants_gpu(jobs[j], now)) continue;
+    if (!s.by_turns || !passed_over(jobs, j, holder, now, used, capacity, model)) return j;
+    if (first < 0) first = j;
   }
-  return -1;
+  return first;
 }
 
 bool better(const PagingResult& a, const PagingResult& b) {
@@ -132,7 +199,22 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
   const uint64_t capacity = trace.capacity_mib * kMiB;
   const uint64_t quantum_ns = uint64_t(trace.quantum_ms * 1e6);
   const uint64_t handover_ns = uint64_t(trace.handover_ms * 1e6);
+  const uint64_t exit_ns = uint64_t(trace.exit_ms * 1e6);
   uint64_t now = 0, used = 0, prev_compute = 0;
+  // Jobs set up before time 0 (TraceJob::at_start): their memory allocated
+  // already, on the GPU or in pinned host memory. Paging is active from the
+  // start if any is paged out.
+  bool paging = false;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const StartState at = trace.jobs[i].at_start;
+    if (at == StartState::kNew) continue;
+    JobState& job = jobs[i];
+    job.started = true;
+    job.resident = at != StartState::kPagedOut;
+    if (job.resident) used += job.bytes;
+    if (at != StartState::kResident) job.host = job.bytes;
+    paging = paging || at == StartState::kPagedOut;
+  }
   int prev = -1;
   size_t cursor = 0, left = jobs.size();
   std::vector<rules::Job> view(jobs.size());
@@ -143,8 +225,8 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     view[i].turn_ns = quantum_ns * view[i].weight;
   }
   while (left > 0) {
-    int j = schedule.by_weight ? weighted_job(jobs, view, prev, now, model)
-                               : next_job(jobs, schedule, cursor, now);
+    int j = schedule.by_weight ? weighted_job(jobs, view, prev, now, used, capacity, model)
+                               : next_job(jobs, schedule, cursor, prev, now, used, capacity, model);
     if (j < 0) {
       uint64_t next = UINT64_MAX;
       for (const JobState& s : jobs)
@@ -156,14 +238,30 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     // Room, least recently run first, never the job about to run.
     uint64_t out_bytes = 0, in_bytes = 0, pinned = 0;
     bool evicted_prev = false;
+    // Ended jobs' memory goes once their processes have exited; a job that
+    // needs that room waits for it, and no prefetch hides that wait.
+    uint64_t exit_wait = 0;
+    for (;;) {
+      int first = -1;
+      for (size_t k = 0; k < jobs.size(); ++k) {
+        if (!jobs[k].exiting) continue;
+        if (jobs[k].exits_at_ns <= now) {
+          jobs[k].exiting = false;
+          used -= jobs[k].bytes;
+        } else if (first < 0 || jobs[k].exits_at_ns < jobs[first].exits_at_ns) {
+          first = int(k);
+        }
+      }
+      if (first < 0 || job.resident || !capacity || used + job.bytes <= capacity) break;
+      exit_wait += jobs[first].exits_at_ns - now;
+      now = jobs[first].exits_at_ns;
+    }
+    result.stall_ns += exit_wait;
+    // A prefetch that would pass the host limit does not happen (live asks
+    // only for page-outs within the free host memory): the copies wait.
+    const bool fits_host = job.resident || prefetch_fits_host(jobs, j, used, capacity, model);
     if (!job.resident) {
-      while (capacity && used + job.bytes > capacity) {
-        int victim = -1;
-        for (size_t k = 0; k < jobs.size(); ++k)
-          if (int(k) != j && jobs[k].resident &&
-              (victim < 0 || jobs[k].last_run_ns < jobs[victim].last_run_ns))
-            victim = int(k);
-        if (victim < 0) break;  // check_capacity rules this out
+      for (int victim : victims_for(jobs, j, used, capacity)) {
         pinned += page_out_pins(jobs, victim, model);
         jobs[victim].resident = false;
         used -= jobs[victim].bytes;
@@ -180,30 +278,32 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     const uint64_t copies = pin_ns(pinned, model) + copy_ns(out_bytes, model) + copy_ns(in_bytes, model);
     // Prefetch overlaps the previous turn only where the copies' room was
     // there during it: the previous job not paged out, and its memory (if
-    // it has ended since) fitting beside this job's.
+    // it has ended since) fitting beside this job's; and within the host
+    // limit.
     uint64_t stall = copies;
     const bool room_during_prev =
         prev >= 0 && !evicted_prev &&
         (!capacity || used + (jobs[prev].done ? jobs[prev].bytes : 0) <= capacity);
-    if (model.prefetch && prev != j && room_during_prev)
+    if (model.prefetch && prev != j && room_during_prev && fits_host)
       stall = copies > prev_compute ? copies - prev_compute : 0;
     if (prev != j) now += handover_ns;
     now += stall;
     result.stall_ns += stall;
     result.swapped_bytes += out_bytes + in_bytes;
+    paging = paging || result.swapped_bytes > 0;
     uint64_t compute = job.left_ns;
     if (schedule.by_turns || schedule.by_weight) {
       // As live (scheduler/token.cpp): once paging is active, a switch
       // costs at least the time to move the job's memory, hidden or not.
       uint64_t switch_ns = stall + handover_ns;
-      if (result.swapped_bytes > 0) switch_ns = std::max(switch_ns, copy_ns(job.bytes, model));
+      if (paging) switch_ns = std::max(switch_ns, copy_ns(job.bytes, model));
       uint64_t turn = turn_ns(quantum_ns * view[j].weight, switch_ns);
       view[j].turn_ns = turn;
       uint64_t iters = std::max<uint64_t>(1, (turn + job.iteration_ns - 1) / job.iteration_ns);
       compute = std::min(compute, iters * job.iteration_ns);
     }
     rules::charge(view[j], compute);
-    if (result.swapped_bytes > 0) pin_ahead(jobs, job, compute, model);
+    if (paging) pin_ahead(jobs, job, compute, model);
     now += compute;
     job.left_ns -= compute;
     job.started = true;
@@ -214,7 +314,9 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
       job.done = true;
       job.resident = false;
       job.host = 0;
-      used -= job.bytes;
+      job.exiting = exit_ns > 0;
+      job.exits_at_ns = now + exit_ns;
+      if (!job.exiting) used -= job.bytes;
       --left;
     }
     size_t at = size_t(std::find(schedule.order.begin(), schedule.order.end(), j) - schedule.order.begin());

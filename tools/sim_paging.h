@@ -31,11 +31,18 @@
 //     (PagingModel::copies_ahead), within the limit, at the rate of the
 //     fewer threads live uses for that: its page-out then only copies.
 //   - Without prefetch the copies happen between turns: the GPU idles for
-//     all of them. With prefetch they start as the previous turn starts,
-//     overlapping its compute, where their room was there during that
-//     turn (the previous job's memory stays, and fits beside this job's):
+//     all of them, and a paged-out job is passed over, as live, while
+//     another job than the one that just ran is on the GPU (or has yet to
+//     allocate) and wants it. With prefetch they start as the previous turn
+//     starts, overlapping its compute, where their room was there during
+//     that turn (the previous job's memory stays, and fits beside this
+//     job's) and the page-outs making it pin nothing past the host limit:
 //     the GPU idles only for what the copies take beyond that turn.
-//     Otherwise nothing overlaps.
+//     Otherwise nothing overlaps, and a job whose room would pass the host
+//     limit is passed over as without prefetch.
+//   - A job set up before time 0 (TraceJob::at_start) starts on the GPU or
+//     paged out. An ended job's memory stays for the trace's exit_ms (its
+//     process exiting); a job needing that room waits, unhidden.
 //   - Makespan: from time 0 to the last job's end.
 //   - By weight (the prefetch policy): the same turns, but each goes to the
 //     job rules::pick_next picks, live's own code: the jobs due in this

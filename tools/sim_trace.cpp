@@ -147,6 +147,13 @@ bool parse_job(const Json& value, size_t index, TraceJob* job, std::string* erro
   auto given = [&](const char* field) { return value.contains(field) && !value[field].is_null(); };
   if (!given("persistent_mib") && !given("ephemeral_mib")) job->persistent_mib = job->memory_mib;
   job->estimate = read.estimate("estimate");
+  const std::string start = read.text("at_start", false, "new");
+  if (start == "new") job->at_start = StartState::kNew;
+  else if (start == "resident") job->at_start = StartState::kResident;
+  else if (start == "resident_with_copy") job->at_start = StartState::kResidentWithCopy;
+  else if (start == "paged_out") job->at_start = StartState::kPagedOut;
+  else if (read.ok())
+    *error = path + ".at_start must be new, resident, resident_with_copy or paged_out (got \"" + start + "\")";
   if (read.ok() && job->iteration_ms * 1e-3 * double(job->iterations) > kMaxSeconds) {
     *error = path + ": iterations x iteration_ms is more than " +
              std::to_string(int64_t(kMaxSeconds)) + " s";
@@ -184,6 +191,7 @@ bool parse_trace(const std::string& json_text, Trace* out, std::string* error) {
   trace.quantum_ms = read.number("quantum_ms", false, trace.quantum_ms, 0, true, kMaxMs);
   trace.slice_max_ms = read.number("slice_max_ms", false, trace.slice_max_ms, 0, false, kMaxMs);
   trace.handover_ms = read.number("handover_ms", false, trace.handover_ms, 0, false, kMaxMs);
+  trace.exit_ms = read.number("exit_ms", false, trace.exit_ms, 0, false, kMaxMs);
   trace.capacity_mib = uint64_t(read.whole("capacity_mib", false, 0, 1, kMaxMib));
   if (!read.ok()) return false;
   auto jobs = root.find("jobs");
@@ -205,6 +213,15 @@ bool parse_trace(const std::string& json_text, Trace* out, std::string* error) {
 
 bool check_capacity(const Trace& trace, std::string* error) {
   if (trace.capacity_mib == 0) return true;
+  uint64_t on_gpu = 0;
+  for (const TraceJob& job : trace.jobs)
+    if (job.at_start == StartState::kResident || job.at_start == StartState::kResidentWithCopy)
+      on_gpu += job.persistent_mib + job.ephemeral_mib;
+  if (on_gpu > trace.capacity_mib) {
+    *error = "the jobs on the GPU at time 0 (at_start resident) need " + std::to_string(on_gpu) +
+             " MiB together, more than capacity_mib " + std::to_string(trace.capacity_mib);
+    return false;
+  }
   for (size_t i = 0; i < trace.jobs.size(); ++i) {
     const TraceJob& job = trace.jobs[i];
     uint64_t peak = job.persistent_mib + job.ephemeral_mib;

@@ -14,6 +14,11 @@ enum class Estimate { kIters, kSeconds, kNone };
 
 const char* estimate_name(Estimate estimate);
 
+// A job's memory at time 0: not allocated yet (its first turn allocates
+// it); on the GPU; on the GPU with a pinned host copy kept from an earlier
+// page-in; paged out to pinned host memory.
+enum class StartState { kNew, kResident, kResidentWithCopy, kPagedOut };
+
 struct TraceJob {
   std::string name;
   double arrival_s = 0;
@@ -26,6 +31,11 @@ struct TraceJob {
   uint64_t persistent_mib = 0;  // P: resident while the job lives (with a capacity only)
   uint64_t ephemeral_mib = 0;   // E: its peak within one iteration (with a capacity only)
   Estimate estimate = Estimate::kIters;
+  // Where its memory is at time 0 (the paging model only): a job set up
+  // before the measured start, as in a benchmark that starts its jobs'
+  // steps together once each has built its model, may already be on the
+  // GPU or paged out to host memory.
+  StartState at_start = StartState::kNew;
 };
 
 struct Trace {
@@ -33,6 +43,10 @@ struct Trace {
   double quantum_ms = 50;
   double slice_max_ms = 200;
   double handover_ms = 0.05;
+  // The paging model only: after a job's last iteration its memory stays
+  // on the GPU this long (its process exits, its context goes), and a job
+  // that needs that room waits for it.
+  double exit_ms = 0;
   uint64_t capacity_mib = 0;  // the GPU's memory C; 0: memory is not modelled
   std::vector<TraceJob> jobs;
 };
@@ -44,8 +58,9 @@ struct Trace {
 bool parse_trace(const std::string& json_text, Trace* out, std::string* error);
 
 // False with one line in `error` when a job needs more than the capacity on
-// its own (P + E > capacity_mib): it could never be admitted. True without
-// a capacity.
+// its own (P + E > capacity_mib): it could never be admitted; or when the
+// jobs on the GPU at time 0 need more than it together. True without a
+// capacity.
 bool check_capacity(const Trace& trace, std::string* error);
 
 }  // namespace gshare::sim

@@ -10,8 +10,12 @@ the page-in rate), their median; and the host-memory limit the run had.
 
 usage: compare_sim.py --run DIR --sim PATH/gshare-sim [--host-limit-gib N]
   DIR holds paging.json and raw/ (the job logs) of one paging_bench.py run.
-Prints one JSON object: {"trace": ..., "predicted_s": {...}, "measured_s":
-{"on": [...], "off": [...]}, ...}, every run of each kind in order.
+Prints one JSON object: {"trace": ..., "runs": [{"tag", "prefetch",
+"at_start", "measured_s", "predicted_s": {policy: ...}, "live_over_sim"}]},
+every run in order, each simulated from where its jobs' memory was at its
+start line (paged out or on the GPU: the jobs set up before it). An ended
+job's memory stays on the GPU until its process is gone (the trace's
+exit_ms): from its last step to the reclaim of its slot, the median.
 """
 
 import argparse
@@ -58,6 +62,78 @@ def first_page_out_pin_gbps(raw, gbps):
     return statistics.median(rates) if rates else None
 
 
+def start_states(raw, tag, count):
+    """Where each job's memory was at the run's start line (the jobs build
+    their models first, and at 1.5·C some are paged out before it): from
+    its messages before that, the last page-out or page-in. A job paged in
+    again keeps its pinned copy."""
+    with open(os.path.join(raw, f"{tag}.start")) as f:
+        t0 = float(f.read().split()[0])
+    states = []
+    for k in range(count):
+        state, paged_before = "resident", False
+        path = os.path.join(raw, f"{tag}-{k}.err")
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    stamp, _, text = line.partition(" ")
+                    try:
+                        if float(stamp) >= t0:
+                            break
+                    except ValueError:
+                        continue
+                    if " paged out " in text:
+                        state, paged_before = "paged_out", True
+                    elif " paged in " in text or " prefetched " in text:
+                        state = "resident_with_copy" if paged_before else "resident"
+        states.append(state)
+    return states
+
+
+def exit_seconds(raw, tags, count):
+    """How long an ended job's memory stayed on the GPU: from its last step
+    to the first message of another job that its slot was reclaimed (its
+    process gone), over the runs' jobs, the median; 0 without any."""
+    gaps = []
+    for tag in tags:
+        reclaims = []
+        for k in range(count):
+            path = os.path.join(raw, f"{tag}-{k}.err")
+            if os.path.exists(path):
+                with open(path) as f:
+                    reclaims += [float(line.split(" ", 1)[0]) for line in f if "reclaimed" in line]
+        for k in range(count):
+            path = os.path.join(raw, f"{tag}-{k}.steps")
+            if not os.path.exists(path):
+                continue
+            with open(path) as f:
+                steps = [json.loads(line)["t"] for line in f if line.strip()]
+            after = [t - steps[-1] for t in reclaims if steps and 0 < t - steps[-1] < 10]
+            if after:
+                gaps.append(min(after))
+    return statistics.median(gaps) if gaps else 0.0
+
+
+def simulate(sim, trace, gbps, pin, host_limit_gib):
+    """gshare-sim --paging on `trace`: {policy: {no_prefetch_s, prefetch_s}}."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(trace, f)
+        path = f.name
+    command = [sim, "--paging", f"{gbps:.2f}"]
+    if pin:
+        command += ["--pin", f"{pin:.2f}", "--host-limit-mib", str(int(host_limit_gib * 1024))]
+    result = subprocess.run(command + [path], capture_output=True, text=True)
+    os.unlink(path)
+    if result.returncode != 0:
+        raise SystemExit(f"gshare-sim failed: {result.stderr.strip()}")
+    predicted = {}
+    for line in result.stdout.splitlines():
+        m = re.match(r"\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", line)
+        if m:
+            predicted[m.group(1)] = {"no_prefetch_s": float(m.group(2)), "prefetch_s": float(m.group(3))}
+    return predicted
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True)
@@ -66,12 +142,13 @@ def main():
     args = ap.parse_args()
     report = json.load(open(os.path.join(args.run, "paging.json")))
     train = report["train"]
+    raw = os.path.join(args.run, "raw")
     rate = [r["page_in_gbps_median"] for r in train["runs"] if r.get("page_in_gbps_median")]
     gbps = max(rate) if rate else report["copies"]["h2d_gbps"]
     jobs = []
     for i, alone in enumerate(train["alone"]):
         seconds = alone["jobs"][0]["seconds"]
-        peak = peak_reserved(os.path.join(args.run, "raw", f"alone{i}-0.out"))
+        peak = peak_reserved(os.path.join(raw, f"alone{i}-0.out"))
         persistent = None
         for run in train["runs"]:
             p = [j.get("persistent_bytes") for j in run["jobs"] if j["job"] == i and j.get("persistent_bytes")]
@@ -85,32 +162,22 @@ def main():
                      "ephemeral_mib": (footprint - persistent) // MIB})
     trace = {"description": "measured paging run", "quantum_ms": 20, "slice_max_ms": 200, "handover_ms": 0.05,
              "capacity_mib": train["gpu_bytes"] // MIB, "jobs": jobs}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(trace, f)
-        path = f.name
-    pin = first_page_out_pin_gbps(os.path.join(args.run, "raw"), gbps)
-    command = [args.sim, "--paging", f"{gbps:.2f}"]
-    if pin:
-        command += ["--pin", f"{pin:.2f}", "--host-limit-mib", str(int(args.host_limit_gib * 1024))]
-    text = subprocess.run(command + [path], capture_output=True, text=True).stdout
-    os.unlink(path)
-    predicted = {}
-    for line in text.splitlines():
-        m = re.match(r"\s+(\w+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", line)
-        if m:
-            predicted[m.group(1)] = {"no_prefetch_s": float(m.group(2)), "prefetch_s": float(m.group(3))}
-    # Every run of each kind, in order (a list may repeat them: on,off,on,off).
-    measured = {}
-    for run in train["runs"]:
-        if run.get("makespan_s"):
-            measured.setdefault(run["prefetch"], []).append(run["makespan_s"])
+    trace["exit_ms"] = round(exit_seconds(raw, [r["tag"] for r in train["runs"]], len(jobs)) * 1e3, 1)
+    pin = first_page_out_pin_gbps(raw, gbps)
     out = {"trace": trace, "page_in_gbps": gbps, "pin_gbps": pin, "host_limit_gib": args.host_limit_gib,
-           "predicted_s": predicted, "measured_s": measured}
-    policy = predicted.get("prefetch")
-    if policy:
-        for kind, simulated in (("on", policy["prefetch_s"]), ("off", policy["no_prefetch_s"])):
-            if measured.get(kind):
-                out[f"live_over_sim_prefetch_{kind}"] = [m / simulated for m in measured[kind]]
+           "runs": []}
+    # Every run in order (a list may repeat them: on,off,on,off), each
+    # simulated from where its jobs' memory was at its start line.
+    for run in train["runs"]:
+        if not run.get("makespan_s"):
+            continue
+        states = start_states(raw, run["tag"], len(jobs))
+        run_trace = dict(trace, jobs=[dict(j, at_start=s) for j, s in zip(jobs, states)])
+        predicted = simulate(args.sim, run_trace, gbps, pin, args.host_limit_gib)
+        simulated = predicted["prefetch"]["prefetch_s" if run["prefetch"] == "on" else "no_prefetch_s"]
+        out["runs"].append({"tag": run["tag"], "prefetch": run["prefetch"], "at_start": states,
+                            "measured_s": run["makespan_s"], "predicted_s": predicted,
+                            "live_over_sim": run["makespan_s"] / simulated})
     print(json.dumps(out, indent=1))
 
 

@@ -70,22 +70,24 @@ TEST_CASE("paging model: pinning costs a job's first page-out, and again past th
   CHECK(seconds(plain.makespan_ns) == Approx(7.5).margin(1e-3));
   CHECK(seconds(plain.stall_ns) == Approx(1.5).margin(1e-3));
 
-  // Four jobs of 4 GiB on 10 GiB, by turns, each swap paging one out: with
-  // room for every copy each job pins once; with room for three copies (two
-  // paged out, one kept), resident jobs give theirs up and pin again at
-  // their next page-out.
-  Trace four = three_jobs_of_4_gib();
-  four.jobs.push_back(four.jobs[0]);
-  four.jobs.back().name = "d";
-  for (TraceJob& j : four.jobs) j.iterations = 26;
-  Schedule rounds = policy_schedule(four, "fair");
+  // Three jobs of 6 GiB on 10 GiB, by turns, one on the GPU at a time, so
+  // that each swap pages one out (with two resident, the paged-out jobs
+  // would wait for them to end): with room for every copy each job pins
+  // once; with room for two copies (the two paged out), the resident job
+  // gives its copy up and pins again at its next page-out.
+  Trace three = three_jobs_of_4_gib();
+  for (TraceJob& j : three.jobs) {
+    j.iterations = 26;
+    j.persistent_mib = 5 * 1024;
+  }
+  Schedule rounds = policy_schedule(three, "fair");
   PagingModel unlimited{kGiBPerSecond8, false};
   unlimited.pin_gb_per_s = 1;
   PagingModel limited = unlimited;
   limited.host_limit_bytes = 12ull << 30;
-  PagingResult free_pins = simulate_paging(four, rounds, {kGiBPerSecond8, false});
-  PagingResult once = simulate_paging(four, rounds, unlimited);
-  PagingResult again = simulate_paging(four, rounds, limited);
+  PagingResult free_pins = simulate_paging(three, rounds, {kGiBPerSecond8, false});
+  PagingResult once = simulate_paging(three, rounds, unlimited);
+  PagingResult again = simulate_paging(three, rounds, limited);
   CHECK(once.makespan_ns > free_pins.makespan_ns);
   CHECK(again.makespan_ns > once.makespan_ns);
   CHECK(again.swapped_bytes == once.swapped_bytes);  // the same swaps, dearer
@@ -96,9 +98,31 @@ TEST_CASE("paging model: pinning costs a job's first page-out, and again past th
   // than with every copy pinned at its page-out.
   PagingModel at_page_out = unlimited;
   at_page_out.copies_ahead = false;
-  PagingResult behind = simulate_paging(four, rounds, at_page_out);
+  PagingResult behind = simulate_paging(three, rounds, at_page_out);
   CHECK(once.makespan_ns < behind.makespan_ns);
   CHECK(once.swapped_bytes == behind.swapped_bytes);
+}
+
+TEST_CASE("paging model: without prefetch a paged-out job waits while a resident one wants the GPU, as live") {
+  // Four jobs of 4 GiB on 10 GiB, two at a time on the GPU, 3 s of work
+  // each in 1 s turns. a and b start; c and d page them out for their
+  // first turns. Then a and b, paged out, are passed over while c and d
+  // (resident, the one not holding the token wanting it) finish, and
+  // come back once each: two page-ins. With prefetch they take turns
+  // through host memory, each switch bringing the next job back.
+  Trace trace = three_jobs_of_4_gib();
+  trace.jobs.push_back(trace.jobs[0]);
+  trace.jobs.back().name = "d";
+  for (TraceJob& j : trace.jobs) j.iterations = 60;
+  PagingModel slow{kGiBPerSecond8, false};
+  Schedule turns = policy_schedule(trace, "fair");
+  turns.by_turns = true;
+  PagingResult parked = simulate_paging(trace, turns, slow);
+  CHECK(parked.page_ins == 2);
+  PagingResult weighted = simulate_paging(trace, policy_schedule(trace, "prefetch"), slow);
+  CHECK(weighted.page_ins == 2);
+  PagingResult fetched = simulate_paging(trace, turns, {kGiBPerSecond8, true});
+  CHECK(fetched.page_ins > 2);
 }
 
 TEST_CASE("paging model: the search never loses to a fixed policy, prefetch never to none") {
@@ -168,4 +192,42 @@ TEST_CASE("paging model: the prefetch policy takes turns by the live policy's ow
   PagingResult roomy = simulate_paging(trace, weighted, {kGiBPerSecond8, false});
   CHECK(roomy.makespan_ns == work_ns);
   CHECK(roomy.swapped_bytes == 0);
+}
+
+TEST_CASE("paging model: jobs set up before time 0, and an ended job's memory held through its exit") {
+  // Two jobs of 6 GiB on 10 GiB, one after the other: b needs a's room.
+  Trace trace = three_jobs_of_4_gib();
+  trace.jobs.pop_back();
+  for (TraceJob& j : trace.jobs) j.persistent_mib = 5 * 1024;
+  Schedule whole = policy_schedule(trace, "fifo");
+  // b paged out before time 0 (its copy pinned), a on the GPU: b's turn
+  // pages it in (0.75 s at 8 GiB/s), nothing is paged out.
+  trace.jobs[0].at_start = StartState::kResident;
+  trace.jobs[1].at_start = StartState::kPagedOut;
+  PagingModel pinning{kGiBPerSecond8, false};
+  pinning.pin_gb_per_s = 1;  // slow: nothing may pin here
+  PagingResult set_up = simulate_paging(trace, whole, pinning);
+  CHECK(set_up.page_ins == 1);
+  CHECK(set_up.swapped_bytes == 6ull << 30);
+  CHECK(seconds(set_up.makespan_ns) == Approx(4.75).margin(1e-3));
+  // a's process takes 1.5 s to exit: b waits for that room, and no
+  // prefetch hides it.
+  trace.exit_ms = 1500;
+  for (bool prefetch : {false, true}) {
+    PagingModel model{kGiBPerSecond8, prefetch};
+    PagingResult r = simulate_paging(trace, whole, model);
+    CHECK(seconds(r.makespan_ns) == Approx(6.25).margin(1e-3));
+    CHECK(seconds(r.stall_ns) == Approx(2.25).margin(1e-3));
+  }
+  // Both on the GPU at time 0 cannot be.
+  std::string error;
+  CHECK_FALSE(parse_trace(R"({"capacity_mib": 10240, "jobs": [
+      {"name": "a", "arrival_s": 0, "iteration_ms": 1, "iterations": 1, "persistent_mib": 6144, "at_start": "resident"},
+      {"name": "b", "arrival_s": 0, "iteration_ms": 1, "iterations": 1, "persistent_mib": 6144, "at_start": "resident"}]})",
+                          &trace, &error));
+  CHECK(error.find("at time 0") != std::string::npos);
+  CHECK_FALSE(parse_trace(R"({"jobs": [{"name": "a", "arrival_s": 0, "iteration_ms": 1, "iterations": 1,
+                                         "at_start": "asleep"}]})",
+                          &trace, &error));
+  CHECK(error == R"(jobs[0].at_start must be new, resident, resident_with_copy or paged_out (got "asleep"))");
 }
