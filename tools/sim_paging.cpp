@@ -113,7 +113,8 @@ bool prefetch_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used,
                         const PagingModel& model) {
   if (!model.host_limit_bytes) return true;
   uint64_t pins = 0;
-  for (int v : victims_for(jobs, j, used, capacity)) pins += jobs[v].bytes - std::min(jobs[v].host, jobs[v].bytes);
+  for (int v : victims_for(jobs, j, used, capacity))
+    pins += jobs[v].bytes - std::min(jobs[v].host, jobs[v].bytes);
   return host_held(jobs) + pins <= model.host_limit_bytes;
 }
 
@@ -159,7 +160,8 @@ int weighted_job(std::vector<JobState>& jobs, std::vector<rules::Job>& view, int
       view[i].active = false;
       parked.push_back(i);
     }
-  const int next = rules::pick_next(Policy::kPrefetch, view.data(), n, holder >= 0 && view[holder].active ? holder : -1);
+  const int current = holder >= 0 && view[holder].active ? holder : -1;
+  const int next = rules::pick_next(Policy::kPrefetch, view.data(), n, current);
   for (int i : parked) view[i].active = true;
   return next;
 }

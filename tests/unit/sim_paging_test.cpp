@@ -222,8 +222,10 @@ TEST_CASE("paging model: jobs set up before time 0, and an ended job's memory he
   // Both on the GPU at time 0 cannot be.
   std::string error;
   CHECK_FALSE(parse_trace(R"({"capacity_mib": 10240, "jobs": [
-      {"name": "a", "arrival_s": 0, "iteration_ms": 1, "iterations": 1, "persistent_mib": 6144, "at_start": "resident"},
-      {"name": "b", "arrival_s": 0, "iteration_ms": 1, "iterations": 1, "persistent_mib": 6144, "at_start": "resident"}]})",
+      {"name": "a", "arrival_s": 0, "iteration_ms": 1, "iterations": 1, "persistent_mib": 6144,
+       "at_start": "resident"},
+      {"name": "b", "arrival_s": 0, "iteration_ms": 1, "iterations": 1, "persistent_mib": 6144,
+       "at_start": "resident"}]})",
                           &trace, &error));
   CHECK(error.find("at time 0") != std::string::npos);
   CHECK_FALSE(parse_trace(R"({"jobs": [{"name": "a", "arrival_s": 0, "iteration_ms": 1, "iterations": 1,
