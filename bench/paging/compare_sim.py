@@ -27,6 +27,8 @@ import statistics
 import subprocess
 import tempfile
 
+from timeline import read_steps
+
 MIB = 1 << 20
 
 
@@ -106,8 +108,7 @@ def exit_seconds(raw, tags, count):
             path = os.path.join(raw, f"{tag}-{k}.steps")
             if not os.path.exists(path):
                 continue
-            with open(path) as f:
-                steps = [json.loads(line)["t"] for line in f if line.strip()]
+            steps = read_steps(path)
             after = [t - steps[-1] for t in reclaims if steps and 0 < t - steps[-1] < 10]
             if after:
                 gaps.append(min(after))
