@@ -237,9 +237,6 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
       continue;
     }
     JobState& job = jobs[j];
-    // Room, least recently run first, never the job about to run.
-    uint64_t out_bytes = 0, in_bytes = 0, pinned = 0;
-    bool evicted_prev = false;
     // Ended jobs' memory goes once their processes have exited; a job that
     // needs that room waits for it, and no prefetch hides that wait.
     uint64_t exit_wait = 0;
@@ -259,6 +256,9 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
       now = jobs[first].exits_at_ns;
     }
     result.stall_ns += exit_wait;
+    // Room, least recently run first, never the job about to run.
+    uint64_t out_bytes = 0, in_bytes = 0, pinned = 0;
+    bool evicted_prev = false;
     // A prefetch that would pass the host limit does not happen (live asks
     // only for page-outs within the free host memory): the copies wait.
     const bool fits_host = job.resident || prefetch_fits_host(jobs, j, used, capacity, model);
