@@ -271,7 +271,9 @@ void release_copied(Arbiter& arbiter, Ranges& ranges) {
 // answer; a job that never answers (no framework, or busy mid-step) is
 // paged out as it is.
 std::atomic<bool> g_waits_for_cache{false};
+std::atomic<bool> g_program_ending{false};
 void wait_for_cache_first(Device& device) {
+  if (g_program_ending.load(std::memory_order_relaxed)) return;
   const Slot* slot = device.account.slot();
   const uint64_t deadline = mono_now_ns() + kCacheFirstNs;
   g_waits_for_cache.store(true);
@@ -611,7 +613,13 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
         *short_bytes = short_by(reserved, want[0] + want[1]);
       return CUDA_ERROR_NOT_READY;
     }
-    set_residency(arbiter, shm::kPagingIn);
+    // Marked copying in one step with the residency: a holder whose turn
+    // is over goes on until the copy ends, not handing the GPU to a job
+    // whose memory is half back (scheduler/token.cpp).
+    arbiter.update([&] {
+      arbiter.slot()->residency = shm::kPagingIn;
+      arbiter.slot()->prefetch_copying = 1;
+    });
   } else {
     set_residency(arbiter, shm::kPagingIn);
     if (!wait_for_room(device, want, started + g_wait_ns)) {
@@ -653,10 +661,15 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   const bool all = ok && still_out[0] + still_out[1] == 0;
   if (all) g_paged_devices.fetch_and(~bit_of(device.ordinal), std::memory_order_seq_cst);
   const uint64_t took = mono_now_ns() - room_at;
+  // Its turn, if it waited for the room holding the token, runs from now.
+  if (!prefetch && all) scheduler::restart_turn(arbiter);
   arbiter.update([&] {
     Slot& s = *arbiter.slot();
     s.paged_out_bytes = saturating_sub(s.paged_out_bytes, total);
     s.residency = all ? shm::kResident : shm::kPagedOut;
+    s.prefetch_copying = 0;
+    // The holder that went on while this copied hands over now.
+    if (prefetch) shm::wake_waiters(arbiter.region()->header);
     if (all && total) s.page_ins++;
     s.paging_ns += took;
     s.page_in_wait_ns += room_at - started;
@@ -844,6 +857,8 @@ CUresult page_in_before_allocating() {
   if (!paging_enabled() || !paged_out()) return CUDA_SUCCESS;
   return page_in_all();
 }
+
+void note_program_ending() { g_program_ending.store(true, std::memory_order_relaxed); }
 
 bool page_out_waits_for_cache() { return g_waits_for_cache.load(std::memory_order_relaxed); }
 

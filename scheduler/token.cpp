@@ -330,6 +330,20 @@ int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t,
   return next;
 }
 
+// Whether the holder, its turn over, goes on a while rather than hand
+// over to `next`: `next`'s prefetch is copying its memory back, and a
+// grant now would have it wait for the rest of the copy holding the token
+// while the GPU idles (a slice ends every GSHARE_SLICE_MAX_MS past its
+// end all the same). The copy's end wakes the waiters (allocator/pager.cpp).
+bool holder_goes_on_for_copy(const Region& r, const JobTable& t, int current, int next, uint64_t now) {
+  if (current < 0 || next < 0 || next == current) return false;
+  const Slot& n = r.slots[t.jobs[next].id];
+  if (n.residency != shm::kPagingIn || !n.prefetch_copying) return false;
+  const Slot& holder = r.slots[t.jobs[current].id];
+  const shm::Token& token = r.header.tokens[token_index(r, t.jobs[current].id)];
+  return !slice_past_limit(token, holder, now);
+}
+
 // The slot holding token `k`, or -1. A holder whose slot was freed or
 // reused since the grant holds nothing.
 int holder_slot_locked(const Arbiter& arbiter, int k) {
@@ -407,6 +421,12 @@ void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
   if (slot < 0) return;
   Slot& s = arbiter.region()->slots[slot];
   if (now <= s.accounted_mono_ns) return;
+  // Granted while its memory was out, it waits for room and copies: no
+  // turn of its own yet (restart_turn starts it), and no GPU time used.
+  if (s.residency == shm::kPagingIn) {
+    s.accounted_mono_ns = now;
+    return;
+  }
   Job job;
   job.weight = s.weight ? s.weight : 1;
   job.served_ns = s.served_ns;
@@ -485,7 +505,10 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   s.job_state = shm::kJobRunning;
   s.accounted_mono_ns = now;
   s.granted++;
-  shm::give_token_locked(r, k, job.id, now, slice_length(policy, job, s.quantum_ns));
+  const uint64_t turn = slice_length(policy, job, s.quantum_ns);
+  shm::give_token_locked(r, k, job.id, now, turn);
+  GSHARE_DEBUG("token %d: to pid %d from pid %d, a turn of %.0f ms", k, int(s.pid),
+               old >= 0 ? int(r.slots[old].pid) : 0, turn == kForever ? -1.0 : double(turn) / 1e6);
   if (old != job.id) {
     // A switch (token.h): its cost runs from now, or from when the last
     // holder began to hand over (giving its cache back first), to the new
@@ -584,15 +607,19 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
     lengthen_slice_locked(token, slice_length(policy, t.jobs[current], s.quantum_ns), now);
   if (now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
     best = pick_at_slice_end_locked(arbiter, policy, t, current, s.quantum_ns);
+    // Going on for the next job's copy, its slice is not renewed: the
+    // waiters look again when the copy ends.
+    const bool for_copy = holder_goes_on_for_copy(r, t, current, best, now);
     // A holder inside a sync that ends an iteration has all its work
     // queued: under overlap the next job starts now, beside its tail.
     bool at_boundary = s.boundary_waits.load(std::memory_order_relaxed) != 0 &&
                        s.handover_mode == shm::kHandoverOverlap;
-    if (best != current && at_boundary && !arbiter.holds_unsettled_memory(holder)) {
+    if (best != current && !for_copy && at_boundary && !arbiter.holds_unsettled_memory(holder)) {
       grant_locked(arbiter, k, t, best, shm::kJobWaiting, now);
       return;
     }
-    if (best != current) {
+    if (for_copy) {
+    } else if (best != current) {
       gate |= shm::kGateYield;
     } else {
       shm::renew_slice_locked(token, now, slice_length(policy, t.jobs[current], s.quantum_ns));
@@ -942,6 +969,12 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     account_locked(arbiter, k, &t, now);
     int current = t.index(own);
     int next = pick_at_slice_end_locked(arbiter, policy, t, current, me.quantum_ns);
+    if (holder_goes_on_for_copy(r, t, current, next, now)) {
+      // The next job's memory is being copied back: this one runs on, its
+      // slice not renewed, until the copy ends (decide_locked asks again).
+      me.gate.fetch_and(~uint32_t(shm::kGateYield), std::memory_order_acq_rel);
+      return;
+    }
     if (next < 0 || next == current) {
       // Nobody else should run: a new slice, no handover (a switch to this
       // job that has not reached its first launch stays to be measured).
@@ -985,6 +1018,28 @@ bool keep_turn_if_longer(Arbiter& arbiter) {
     kept = true;
   });
   return kept;
+}
+
+void restart_turn(Arbiter& arbiter) {
+  arbiter.update([&] {
+    JobTable t;
+    Region& r = *arbiter.region();
+    const int own = arbiter.own_slot();
+    const int k = token_index(r, own);
+    if (holder_slot_locked(arbiter, k) != own) return;
+    Slot& me = r.slots[own];
+    const uint64_t now = mono_now_ns();
+    me.accounted_mono_ns = now;  // the wait and the copy: not charged (account_locked)
+    shm::Token& token = r.header.tokens[k];
+    if (token.slice_end_mono_ns == kForever) return;
+    gather_locked(arbiter, k, t);
+    const int current = t.index(own);
+    if (current < 0) return;
+    shm::renew_slice_locked(token, now, slice_length(region_policy(r.header), t.jobs[current], me.quantum_ns));
+    // An ask to yield made while it waited was about the turn that ended.
+    const uint32_t gate = me.gate.load(std::memory_order_relaxed);
+    if (gate & shm::kGateOpen) me.gate.store(gate & ~uint32_t(shm::kGateYield), std::memory_order_release);
+  });
 }
 
 // Makes the holder inactive and gives its token to the next job, or to

@@ -102,6 +102,11 @@ void end_slice_between_iterations(shm::Arbiter& arbiter, void (*drain)());
 // that cost. Takes the lock.
 bool keep_turn_if_longer(shm::Arbiter& arbiter);
 
+// The holder's memory is back after it waited for room (and copied) with
+// the token (allocator/pager.h): its turn runs from now, in full. Takes
+// the lock; nothing if it does not hold its token.
+void restart_turn(shm::Arbiter& arbiter);
+
 // The holder's work is drained (a host sync returned). Under priority it
 // lends the GPU to a waiting lower-priority job until it launches again.
 void lend_while_idle(shm::Arbiter& arbiter);

@@ -107,6 +107,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.host_release_acks = s.host_release_requests;
     s.host_release_bytes = 0;
     s.page_in_wait_ns = 0;
+    s.prefetch_copying = 0;
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);

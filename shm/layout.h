@@ -43,7 +43,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 8;
+inline constexpr uint32_t kLayoutVersion = 9;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -103,7 +103,7 @@ enum AdmissionState : uint32_t {
 // read as zero). gshare-top's "share of GPU time".
 inline constexpr int kShareSeconds = 10;
 
-// One process on one GPU. 704 bytes: the owner-written counters and the gate
+// One process on one GPU. 768 bytes: the owner-written counters and the gate
 // sit on their own cache line, so launches never share a line with fields
 // that other processes write under the lock; the switch figures, written
 // once per switch, have the last line.
@@ -239,8 +239,12 @@ struct alignas(64) Slot {
   // Written under the lock: the time its own page-ins waited for its turn
   // and for room before copying (not in paging_ns).
   uint64_t page_in_wait_ns;
+  // Written under the lock: 1 while a prefetch copies this job's memory
+  // back, its room reserved (the pager). The holder's turn may run on
+  // until the copy ends (scheduler/token.cpp).
+  alignas(64) uint32_t prefetch_copying;
 };
-static_assert(sizeof(Slot) == 704, "Slot layout changed: bump kLayoutVersion");
+static_assert(sizeof(Slot) == 768, "Slot layout changed: bump kLayoutVersion");
 
 // Where a job's movable memory is (allocator/pager.h). Only a resident job
 // launches; a job being paged in holds its memory again but not yet its data.

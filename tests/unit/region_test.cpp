@@ -249,6 +249,7 @@ TEST_CASE("a slot taken over from a dead job starts with none of its paging or w
       s.host_release_requests = 2;
       s.host_release_bytes = kGiB;
       s.page_in_wait_ns = 1;
+      s.prefetch_copying = 1;
     });
     s.token_waits.store(1);
     s.switch_memory_ns.store(1);
@@ -270,6 +271,7 @@ TEST_CASE("a slot taken over from a dead job starts with none of its paging or w
   CHECK(s.host_release_requests == s.host_release_acks);
   CHECK(s.host_release_bytes == 0);
   CHECK(s.page_in_wait_ns == 0);
+  CHECK(s.prefetch_copying == 0);
   CHECK(s.token_waits.load() == 0);
   CHECK(s.switch_memory_ns.load() == 0);
   CHECK(s.last_device_work_mono_ns.load() == 0);
