@@ -145,7 +145,6 @@ CUresult free_movable(const Allocation& entry) {
     api.ctx_pop_current(&ignored);
   }
   if (!entry.paged) unback_range(entry.key, entry.extent, entry.handle);
-  free_host_copy({entry.host_copy, entry.host_registered != 0}, entry.extent);
   return api.mem_address_free(entry.key, entry.extent);
 }
 

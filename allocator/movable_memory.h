@@ -56,7 +56,8 @@ CUresult back_range(int device, CUdeviceptr pointer, uint64_t size, uint64_t* ha
 void unback_range(CUdeviceptr pointer, uint64_t size, uint64_t handle);
 
 // Frees a movable allocation whose ledger entry was taken out: its backing
-// if resident, its host copy if any, and its address space.
+// if resident, and its address space. Its host copy is the caller's to
+// free, once the bytes are given back (free_entry_host_copy, pager.h).
 CUresult free_movable(const Allocation& entry);
 
 // Held while a movable allocation is made or freed, and by the pager for a

@@ -872,7 +872,6 @@ void note_movable_resident(Device& device, int64_t bytes) {
 }
 
 void note_paged_entry_freed(Device& device, const Allocation& entry) {
-  if (entry.host_copy) give_back_host_bytes(device, entry.extent);
   if (!device.account.shared()) return;
   if (!entry.paged) {
     note_movable_resident(device, -int64_t(entry.extent));
@@ -883,6 +882,12 @@ void note_paged_entry_freed(Device& device, const Allocation& entry) {
     Slot& s = *arbiter.slot();
     s.paged_out_bytes = saturating_sub(s.paged_out_bytes, entry.extent);
   });
+}
+
+void free_entry_host_copy(const Allocation& entry) {
+  if (!entry.movable || !entry.host_copy) return;
+  free_host_copy({entry.host_copy, entry.host_registered != 0}, entry.extent);
+  if (Device* device = attached_device(entry.device)) give_back_host_bytes(*device, entry.extent);
 }
 
 }  // namespace gshare::allocator

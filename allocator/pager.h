@@ -98,8 +98,12 @@ void note_program_ending();
 
 // `bytes` more (or fewer) resident movable bytes on `device`.
 void note_movable_resident(Device& device, int64_t bytes);
-// A movable allocation was freed, resident or paged out: its host copy and
-// its share of the paging figures go.
+// A movable allocation was freed, resident or paged out: its share of the
+// paging figures goes.
 void note_paged_entry_freed(Device& device, const Allocation& entry);
+// Then its pinned host copy, if it kept one, and that copy's bytes under
+// GSHARE_HOST_MEM_LIMIT. Apart, and last: unpinning tens of GB takes about
+// a second, and the device memory is given back before it, not after.
+void free_entry_host_copy(const Allocation& entry);
 
 }  // namespace gshare::allocator

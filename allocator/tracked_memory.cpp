@@ -120,8 +120,13 @@ void forget_context_allocations(CUcontext context) {
                a.kind != AllocationKind::kMapping;
       },
       [](const Allocation& a) {
-        if (a.movable) free_movable(a);
+        if (!a.movable) {
+          release_entry(a);
+          return;
+        }
+        free_movable(a);
         release_entry(a);
+        free_entry_host_copy(a);
       });
   if (forgotten > 0) GSHARE_INFO("context %p destroyed with %zu live allocations", context, forgotten);
   forget_context_pools(context);

@@ -22,6 +22,7 @@
 #include "allocator/devices.h"
 #include "allocator/ledger.h"
 #include "allocator/movable_memory.h"
+#include "allocator/pager.h"
 #include "base/clock.h"
 #include "shm/arbiter.h"
 
@@ -122,16 +123,19 @@ void release_entry(const Allocation& entry);
 // gshare's way, with the pager kept out meanwhile.
 template <class Call>
 CUresult free_tracked(uint64_t pointer, Call&& call) {
-  MovableMemoryLock lock(paging_enabled());
   Allocation entry;
-  if (!ledger().remove(AllocationKind::kDevice, pointer, &entry)) return call();
-  CUresult result = entry.movable ? free_movable(entry) : call();
-  if (result != CUDA_SUCCESS) {
-    ledger().insert(entry);
-    return result;
+  {
+    MovableMemoryLock lock(paging_enabled());
+    if (!ledger().remove(AllocationKind::kDevice, pointer, &entry)) return call();
+    CUresult result = entry.movable ? free_movable(entry) : call();
+    if (result != CUDA_SUCCESS) {
+      ledger().insert(entry);
+      return result;
+    }
+    release_entry(entry);
   }
-  release_entry(entry);
-  return result;
+  free_entry_host_copy(entry);
+  return CUDA_SUCCESS;
 }
 
 // A context was destroyed: the driver freed every allocation made in it.

@@ -119,6 +119,7 @@ Config read_config() {
   read_rate("FAKE_CUDA_ALLOC_US_PER_GIB", &c.alloc_us_per_gib);
   read_rate("FAKE_CUDA_COPY_MBPS", &c.copy_mb_per_s);
   read_rate("FAKE_CUDA_PIN_MBPS", &c.pin_mb_per_s);
+  read_rate("FAKE_CUDA_UNPIN_MBPS", &c.unpin_mb_per_s);
   return c;
 }
 

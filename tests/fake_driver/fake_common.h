@@ -25,6 +25,7 @@ struct Config {
   uint64_t alloc_us_per_gib = 0;        // FAKE_CUDA_ALLOC_US_PER_GIB
   uint64_t copy_mb_per_s = 0;           // FAKE_CUDA_COPY_MBPS (0: instant)
   uint64_t pin_mb_per_s = 0;            // FAKE_CUDA_PIN_MBPS (0: instant)
+  uint64_t unpin_mb_per_s = 0;          // FAKE_CUDA_UNPIN_MBPS (0: instant)
 };
 
 // Reads the FAKE_CUDA_* variables. A malformed value is reported on stderr

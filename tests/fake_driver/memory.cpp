@@ -163,6 +163,9 @@ void wait_out_copy(Side ds, Side ss, size_t n) {
 // a real driver pins a few GB/s, far slower than it copies, and paging
 // that pins anew at a switch must show that cost.
 void wait_out_pinning(size_t n) { wait_bytes_at(n, S().cfg.pin_mb_per_s); }  // read-only since cuInit
+// And unpinning over FAKE_CUDA_UNPIN_MBPS: tens of GB take a real driver
+// about a second, and a free that waits for it must show that.
+void wait_out_unpinning(size_t n) { wait_bytes_at(n, S().cfg.unpin_mb_per_s); }  // read-only since cuInit
 
 // Synchronous copy on the legacy default stream (waits for the context's
 // blocking streams) or the per-thread default stream (waits for it only).
@@ -414,12 +417,17 @@ CUresult CUDAAPI cuMemAllocHost(void** pp, unsigned int bytesize) {
 CUresult CUDAAPI cuMemFreeHost(void* p) {
   CUresult rc = check_init();
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> g(S().mu);
-  auto it = S().allocs.find(H(p));
-  if (p == nullptr || it == S().allocs.end() || it->second.kind != AllocKind::kHost) {
-    return CUDA_ERROR_INVALID_VALUE;
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> g(S().mu);
+    auto it = S().allocs.find(H(p));
+    if (p == nullptr || it == S().allocs.end() || it->second.kind != AllocKind::kHost) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    bytes = it->second.size;
+    free_alloc_locked(it);
   }
-  free_alloc_locked(it);
+  wait_out_unpinning(bytes);
   return CUDA_SUCCESS;
 }
 
@@ -441,8 +449,15 @@ CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int Fla
 CUresult CUDAAPI cuMemHostUnregister(void* p) {
   CUresult rc = check_init();
   if (rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> g(S().mu);
-  if (p == nullptr || S().registered_host.erase(H(p)) == 0) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> g(S().mu);
+    auto it = p == nullptr ? S().registered_host.end() : S().registered_host.find(H(p));
+    if (it == S().registered_host.end()) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    bytes = it->second;
+    S().registered_host.erase(it);
+  }
+  wait_out_unpinning(bytes);
   return CUDA_SUCCESS;
 }
 

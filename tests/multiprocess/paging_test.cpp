@@ -337,6 +337,44 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
   CHECK(least < 100.0);
 }
 
+TEST_CASE("a freed allocation's device memory comes back before its host copy is unpinned", "[paging]") {
+  // Unpinning tens of GB takes a real driver about a second (here 160 MiB
+  // at 40 MB/s: 4 s). A job ending frees memory it keeps a host copy of
+  // (it was paged out once), and the job waiting for that memory must not
+  // wait for the unpinning too.
+  TestGpu gpu(256 * kMiB);
+  const Env env = paging({{"FAKE_CUDA_UNPIN_MBPS", "40"}});
+  Client a(gpu, env);
+  Client b(gpu, env);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  REQUIRE(a.send("alloc 160M weights") == "alloc ok weights");
+  // A sits idle: B's allocation pages it out (making A's host copy).
+  REQUIRE(starts_with(b.send("alloc 160M mine", 30), "alloc ok"));
+  CHECK(gpu.top_process(a.pid()).value("residency", "") == "paged out");
+  REQUIRE(b.send("free mine", 30) == "free ok");
+  // A's next launch pages it back in; it keeps its copy for its next page-out.
+  REQUIRE(a.send("launch 1 10", 30) == "launch ok 1");
+  REQUIRE(a.send("sync", 30) == "sync ok");
+  REQUIRE(gpu.top_process(a.pid()).value("residency", "") == "resident");
+  REQUIRE(gpu.top_process(a.pid()).value("host_paging_bytes", uint64_t(0)) >= 160 * kMiB);
+  // A frees it (4 s of unpinning) while B asks for the room: B's allocation
+  // is admitted without waiting for the unpinning.
+  a.post("free weights");
+  const auto asked = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string got = b.send("alloc 160M again", 30);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  INFO(a.stderr_text() << b.stderr_text());
+  CHECK(starts_with(got, "alloc ok"));
+  CHECK(waited < 2.5);
+  // The free itself returns once the copy is unpinned, its bytes no longer
+  // held under the host-memory limit.
+  CHECK(a.reply(30) == "free ok");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count() >= 3.5);
+  CHECK(gpu.top_process(a.pid()).value("host_paging_bytes", uint64_t(0)) == 0);
+}
+
 TEST_CASE("paging past the host-memory limit is refused with a clear message", "[paging]") {
   TestGpu gpu(256 * kMiB);
   const Env limited = paging({{"GSHARE_HOST_MEM_LIMIT", "64MiB"}, {"GSHARE_ADMIT_TIMEOUT_S", "3"}});
