@@ -928,7 +928,13 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
         }
         mark_waiting_locked(arbiter, now);
         IdleVerdict verdict;
-        if (idle || on_host) verdict = {holder, watch.granted, on_host && !idle};
+        if (idle || on_host) {
+          verdict = {holder, watch.granted, on_host && !idle};
+          const Slot& h_slot = r.slots[holder];
+          GSHARE_DEBUG("holder pid %d %s: still %.0f ms, %llu launches, admission %u, residency %u",
+                       int(h_slot.pid), idle ? "idle" : "on the host", double(now - watch.still_since) / 1e6,
+                       (unsigned long long)watch.launches, h_slot.admission, h_slot.residency);
+        }
         decide_locked(arbiter, token_index(r, own), now, verdict);
       });
     }
