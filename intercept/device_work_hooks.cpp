@@ -1,10 +1,12 @@
 // Copies and memsets. Under GSHARE_PAGING=on each passes the pager's gate
 // (allocator/pager.h): a job paged out to host memory is paged back in
 // before the call touches device memory, and no page-out starts while a
-// call is inside the driver. With paging off they call straight through.
-#include "allocator/pager.h"
+// call is inside the driver. With paging off they call straight through,
+// but for copies to the host, which may wait for the GPU (see below).
 #include "allocator/movable_memory.h"
+#include "allocator/pager.h"
 #include "intercept/interception.h"
+#include "runtime/launch_gate.h"
 
 using namespace gshare;
 using namespace gshare::intercept;
@@ -28,10 +30,25 @@ GSHARE_DEVICE_WORK_HOOK(cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void* src,
                         (dst, src, n, s))
 GSHARE_DEVICE_WORK_HOOK(cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dst, const void* src, size_t n, CUstream s),
                         (dst, src, n, s))
-GSHARE_DEVICE_WORK_HOOK(cuMemcpyDtoHAsync_v2, (void* dst, CUdeviceptr src, size_t n, CUstream s),
-                        (dst, src, n, s))
-GSHARE_DEVICE_WORK_HOOK(cuMemcpyDtoHAsync_v2_ptsz, (void* dst, CUdeviceptr src, size_t n, CUstream s),
-                        (dst, src, n, s))
+// Into pageable memory these wait for the stream's earlier work
+// (runtime::GpuWaitScope): busy meanwhile, with paging on or off.
+#define GSHARE_TO_HOST_COPY_HOOK(name, params, args)                  \
+  GSHARE_HOOK(CUresult, name, params) {                               \
+    if (!hooks_active()) return REAL(name) args;                      \
+    HookScope scope;                                                  \
+    runtime::GpuWaitScope busy;                                       \
+    if (!allocator::paging_enabled()) return REAL(name) args;         \
+    allocator::DeviceWork work = allocator::begin_device_work();      \
+    if (!work.entered) return work.result;                            \
+    CUresult result = REAL(name) args;                                \
+    allocator::end_device_work(work);                                 \
+    return result;                                                    \
+  }
+
+GSHARE_TO_HOST_COPY_HOOK(cuMemcpyDtoHAsync_v2, (void* dst, CUdeviceptr src, size_t n, CUstream s),
+                         (dst, src, n, s))
+GSHARE_TO_HOST_COPY_HOOK(cuMemcpyDtoHAsync_v2_ptsz, (void* dst, CUdeviceptr src, size_t n, CUstream s),
+                         (dst, src, n, s))
 GSHARE_DEVICE_WORK_HOOK(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t n),
                         (dst, src, n))
 GSHARE_DEVICE_WORK_HOOK(cuMemcpyDtoD_v2_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t n),

@@ -238,6 +238,18 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 // ends an iteration is also marked in the slot (boundary_waits), so that a
 // waiter whose turn comes while the holder is inside it can take the token
 // at once under overlap (scheduler/token.cpp).
+GpuWaitScope::GpuWaitScope() {
+  allocator::for_each_attached_device([](allocator::Device& device) {
+    if (shm::Slot* slot = device.account.slot()) slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  });
+}
+
+GpuWaitScope::~GpuWaitScope() {
+  allocator::for_each_attached_device([](allocator::Device& device) {
+    if (shm::Slot* slot = device.account.slot()) slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+  });
+}
+
 bool before_host_sync() {
   bool boundary = iterations::sync_would_end_iteration(allocator::process_launches());
   allocator::for_each_attached_device([&](allocator::Device& device) {

@@ -61,6 +61,18 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 bool before_host_sync();
 void after_host_sync(bool ends_iteration);
 
+// Around a driver call that may wait for the GPU's queued work without
+// being a host sync: a copy into pageable host memory returns only once
+// the stream's earlier kernels are done (PyTorch's `.item()`). The job is
+// busy meanwhile, never idle; nothing else of a sync (iterations,
+// hand-overs) happens here.
+struct GpuWaitScope {
+  GpuWaitScope();
+  ~GpuWaitScope();
+  GpuWaitScope(const GpuWaitScope&) = delete;
+  GpuWaitScope& operator=(const GpuWaitScope&) = delete;
+};
+
 // An allocation or free succeeded: while an iteration-observation window
 // is open, it marks where a step's pieces begin and end.
 void note_memory_event(bool allocation);

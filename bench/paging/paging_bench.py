@@ -28,13 +28,14 @@ the paging demonstrations, each against a baseline measured in the same run.
 
 usage: paging_bench.py --build DIR --out DIR [--jobs N] [--bank-frac F]
                        [--steps N] [--models N] [--weights-frac F]
-                       [--requests N] [--timeout S] parts...
+                       [--requests N] [--timeout S] [--alone-from DIR] parts...
 Writes paging.json (every figure) and paging.md (tables) under --out.
 """
 
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -305,15 +306,38 @@ def train_run(args, jobs, tag, preload=None, extra=None, only=None):
     return result
 
 
+def reused_alone(args, jobs):
+    """The jobs alone from an earlier run of the same mix (--alone-from DIR,
+    an --out of this script), for a visit too short to run them again: its
+    figures, and its raw files (each job's first step alone, for the
+    stalls), copied into this run's raw folder. Same mix or an error."""
+    with open(os.path.join(args.alone_from, "paging.json")) as f:
+        earlier = json.load(f)["train"]
+    if earlier["jobs"] != jobs or earlier["steps"] != args.steps or abs(earlier["bank_gib"] - args.bank_gib) > 0.01:
+        sys.exit(f"--alone-from {args.alone_from}: another mix (jobs {earlier['jobs']}, steps {earlier['steps']}, "
+                 f"bank {earlier['bank_gib']:.2f} GiB)")
+    raw = os.path.join(args.out, "raw")
+    os.makedirs(raw, exist_ok=True)
+    for name in os.listdir(os.path.join(args.alone_from, "raw")):
+        if name.startswith("alone"):
+            shutil.copy(os.path.join(args.alone_from, "raw", name), raw)
+    return earlier["alone"]
+
+
 def part_train(args, report):
     total = gpu_total_bytes()
     args.bank_gib = args.bank_frac * total / 2**30
     jobs = args.jobs
-    alone = [train_run(args, jobs, f"alone{i}", only=i) for i in range(jobs)]
+    if args.alone_from:
+        alone = reused_alone(args, jobs)
+    else:
+        alone = [train_run(args, jobs, f"alone{i}", only=i) for i in range(jobs)]
     ideal = sum(r["jobs"][0]["seconds"] or 0 for r in alone)
     reference = [r["jobs"][0]["losses"] for r in alone]
     report["train"] = {"jobs": jobs, "bank_gib": args.bank_gib, "steps": args.steps,
                        "gpu_bytes": total, "alone": alone, "ideal_s": ideal, "runs": []}
+    if args.alone_from:
+        report["train"]["alone_from"] = os.path.abspath(args.alone_from)
     limit = os.environ.get("BENCH_HOST_MEM_LIMIT", "100GiB")
     tags = set()
     for entry in args.prefetch.split(","):
@@ -435,6 +459,9 @@ def main():
                          "on or off, each optionally with :NAME=VALUE settings of its own "
                          "(on:GSHARE_SLICE_MAX_MS=20000), or lib=DIR for another build's "
                          "libgshare.so; repeat entries for alternating trials (on,off,on,off)")
+    ap.add_argument("--alone-from", metavar="DIR",
+                    help="train: take the jobs alone (the ideal) from an earlier --out of the same mix "
+                         "instead of running them again")
     ap.add_argument("parts", nargs="+", choices=["copies", "train", "infer"])
     args = ap.parse_args()
     args.lib = os.path.join(args.build, "libgshare.so")

@@ -479,6 +479,9 @@ std::shared_ptr<CUstream_st> default_stream_locked(CUctx_st* ctx);
 CUresult submit(const std::shared_ptr<CUstream_st>& s, Work w);
 // Blocks until `s` has no queued or running work. No locks held by caller.
 void wait_idle(CUstream_st* s);
+// cuStreamSynchronize (ptsz: _ptsz's default stream), for the driver's own
+// use: a call to the exported name would go through gshare's hook.
+CUresult synchronize_stream(CUstream h, bool ptsz);
 // Blocks until every stream of ctx is idle (only blocking streams and the
 // default stream if blocking_only). No locks held by caller.
 void sync_context(CUctx_st* ctx, bool blocking_only);

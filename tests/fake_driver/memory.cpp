@@ -510,13 +510,40 @@ CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void* sr
                                            size_t ByteCount, CUstream hStream) {
   return cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream);
 }
+// Into pageable host memory an "async" copy returns only once it is done,
+// as a real driver's does (it stages through memory of its own): the
+// caller waits there for the stream's earlier work, as PyTorch's `.item()`
+// waits for its step's kernels.
+static bool pinned_host_locked(uintptr_t p) {
+  auto it = S().allocs.upper_bound(p);
+  if (it != S().allocs.begin()) {
+    --it;
+    if (it->second.kind == AllocKind::kHost && p < it->second.base + it->second.size) return true;
+  }
+  auto reg = S().registered_host.upper_bound(p);
+  if (reg == S().registered_host.begin()) return false;
+  --reg;
+  return p < reg->first + reg->second;
+}
+
+static CUresult copy_to_host_async(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream, bool ptds) {
+  CUresult rc = copy_async(H(dstHost), Side::kHost, U(srcDevice), Side::kDevice, ByteCount, hStream);
+  if (rc != CUDA_SUCCESS || ByteCount == 0) return rc;
+  bool pinned;
+  {
+    std::lock_guard<std::mutex> g(S().mu);
+    pinned = pinned_host_locked(H(dstHost));
+  }
+  return pinned ? rc : synchronize_stream(hStream, ptds);
+}
+
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void* dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                       CUstream hStream) {
-  return copy_async(H(dstHost), Side::kHost, U(srcDevice), Side::kDevice, ByteCount, hStream);
+  return copy_to_host_async(dstHost, srcDevice, ByteCount, hStream, false);
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void* dstHost, CUdeviceptr srcDevice,
                                            size_t ByteCount, CUstream hStream) {
-  return cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream);
+  return copy_to_host_async(dstHost, srcDevice, ByteCount, hStream, true);
 }
 CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
                                       size_t ByteCount, CUstream hStream) {

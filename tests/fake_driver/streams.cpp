@@ -550,3 +550,5 @@ CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent) {
 CUresult CUDAAPI cuEventDestroy(CUevent hEvent) { return cuEventDestroy_v2(hEvent); }
 
 }  // extern "C"
+
+CUresult fakecuda::synchronize_stream(CUstream h, bool ptsz) { return stream_synchronize(h, ptsz); }

@@ -385,6 +385,27 @@ TEST_CASE("an idle holder loses the token after GSHARE_IDLE_MS") {
   CHECK(idler.send("pid").rfind("pid", 0) == 0);  // and the idler is still alive
 }
 
+TEST_CASE("a holder whose copy to pageable memory waits for its kernels is not idle") {
+  // PyTorch's `.item()`: cuMemcpyDtoHAsync into pageable memory returns only
+  // once the step's kernels are done, then a stream sync. The job is busy on
+  // the GPU throughout; taken for idle during the copy, it lost its turn at
+  // nearly every step (and under paging, its memory after it).
+  TestGpu gpu;
+  Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "2000"}};
+  Client a(gpu, env), b(gpu, env);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  // Steps of one 150 ms kernel: 25 each, 7.5 s in all, about four turns of
+  // 2 s. Found idle in its copies (past GSHARE_IDLE_MS, 100 ms), a holder
+  // would hand over at every step: 50 times.
+  a.post("train 25 1 150000 acopy 0");
+  b.post("train 25 1 150000 acopy 0");
+  CHECK(a.reply(120).rfind("train ok 25 ", 0) == 0);
+  CHECK(b.reply(120).rfind("train ok 25 ", 0) == 0);
+  const uint64_t handovers = gpu.top_json()["gpus"][0]["handovers"];
+  CHECK(handovers <= 12);
+}
+
 namespace {
 // gshare's latest iteration (ms) lies within what the loop itself timed
 // for its last iterations (those the figure gshare published may be of),

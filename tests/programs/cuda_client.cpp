@@ -12,11 +12,13 @@
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
 //   pid | release | lastiters | exit |
-//   train ITERS KERNELS MICROS sync|copy|nosync GAP_MICROS   a training-like
+//   train ITERS KERNELS MICROS sync|copy|acopy|nosync GAP_MICROS   a training-like
 //       loop: each iteration launches KERNELS spin kernels, each a different
 //       function (gshare_spin_0, _1, ...), of MICROS each; then syncs the
 //       context (sync), reads 4 bytes back with cuMemcpyDtoH (copy, like a
-//       loss read with cudaMemcpy) or neither, then spends GAP_MICROS on
+//       loss read with cudaMemcpy), with cuMemcpyDtoHAsync into pageable
+//       memory and a stream sync (acopy, as PyTorch's `.item()`: the copy
+//       itself waits for the kernels) or neither, then spends GAP_MICROS on
 //       the host. Replies
 //       "train ok ITERATIONS ELAPSED_MS".
 //   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
@@ -123,6 +125,8 @@ struct Api {
   CUresult (*ctx_synchronize)();
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t);
   CUresult (*memset_d32)(CUdeviceptr, unsigned int, size_t);
+  CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*stream_synchronize)(CUstream);
 };
 
 Api g_api;
@@ -187,7 +191,9 @@ void from_dlsym(Fn* slot, const char* abi_name) {
   X(module_get_function, "cuModuleGetFunction", "cuModuleGetFunction") \
   X(launch_kernel, "cuLaunchKernel", "cuLaunchKernel")             \
   X(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize")      \
-  X(memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2")
+  X(memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2")                \
+  X(memcpy_dtoh_async, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2") \
+  X(stream_synchronize, "cuStreamSynchronize", "cuStreamSynchronize")
 
 void load(const std::string& mode) {
   if (mode == "gpa") {
@@ -283,7 +289,8 @@ struct LastIterations {
 long train_loop(long iterations, double until, int kernels, unsigned long long micros,
                 const std::string& mode, long gap_us, CUresult* error) {
   static CUdeviceptr loss = 0;
-  if (mode == "copy" && !loss && (*error = g_api.mem_alloc(&loss, 4)) != CUDA_SUCCESS) return -1;
+  const bool copies = mode == "copy" || mode == "acopy";
+  if (copies && !loss && (*error = g_api.mem_alloc(&loss, 4)) != CUDA_SUCCESS) return -1;
   unsigned long long ns = micros * 1000ull;
   void* params[] = {&ns};
   long done = 0;
@@ -300,6 +307,9 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
     float value;
     if (mode == "sync" && (*error = g_api.ctx_synchronize()) != CUDA_SUCCESS) return -1;
     if (mode == "copy" && (*error = g_api.memcpy_dtoh(&value, loss, sizeof value)) != CUDA_SUCCESS)
+      return -1;
+    if (mode == "acopy" && ((*error = g_api.memcpy_dtoh_async(&value, loss, sizeof value, nullptr)) != CUDA_SUCCESS ||
+                            (*error = g_api.stream_synchronize(nullptr)) != CUDA_SUCCESS))
       return -1;
     if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
   }
