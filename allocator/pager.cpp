@@ -271,9 +271,7 @@ void release_copied(Arbiter& arbiter, Ranges& ranges) {
 // answer; a job that never answers (no framework, or busy mid-step) is
 // paged out as it is.
 std::atomic<bool> g_waits_for_cache{false};
-std::atomic<bool> g_program_ending{false};
 void wait_for_cache_first(Device& device) {
-  if (g_program_ending.load(std::memory_order_relaxed)) return;
   const Slot* slot = device.account.slot();
   const uint64_t deadline = mono_now_ns() + kCacheFirstNs;
   g_waits_for_cache.store(true);
@@ -857,8 +855,6 @@ CUresult page_in_before_allocating() {
   if (!paging_enabled() || !paged_out()) return CUDA_SUCCESS;
   return page_in_all();
 }
-
-void note_program_ending() { g_program_ending.store(true, std::memory_order_relaxed); }
 
 bool page_out_waits_for_cache() { return g_waits_for_cache.load(std::memory_order_relaxed); }
 

@@ -91,11 +91,6 @@ uint64_t paging_host_limit();
 // switched out and all of its memory is about to move anyway.
 bool page_out_waits_for_cache();
 
-// The program's exit has begun and its framework's cache is given back
-// (intercept/runtime.cpp): a page-out asked of it from now on waits for
-// no answer about its cache (none comes while the interpreter tears down).
-void note_program_ending();
-
 // `bytes` more (or fewer) resident movable bytes on `device`.
 void note_movable_resident(Device& device, int64_t bytes);
 // A movable allocation was freed, resident or paged out: its share of the

@@ -53,7 +53,6 @@ void on_python_exit() {
     if (device.account.slot()) scheduler::note_handover_began(device.account.arbiter(), began);
   });
   allocator::give_back_cache_before_switch();
-  allocator::note_program_ending();
   allocator::for_each_attached_device([](allocator::Device& device) {
     if (!device.account.slot()) return;
     // What the framework could not empty (a segment a live tensor keeps)

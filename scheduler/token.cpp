@@ -333,15 +333,16 @@ int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t,
 // Whether the holder, its turn over, goes on a while rather than hand
 // over to `next`: `next`'s prefetch is copying its memory back, and a
 // grant now would have it wait for the rest of the copy holding the token
-// while the GPU idles (a slice ends every GSHARE_SLICE_MAX_MS past its
-// end all the same). The copy's end wakes the waiters (allocator/pager.cpp).
+// while the GPU idles. For one more turn's length at most: a copy of what
+// fits on a GPU ends in seconds. The copy's end wakes the waiters
+// (allocator/pager.cpp).
 bool holder_goes_on_for_copy(const Region& r, const JobTable& t, int current, int next, uint64_t now) {
   if (current < 0 || next < 0 || next == current) return false;
   const Slot& n = r.slots[t.jobs[next].id];
   if (n.residency != shm::kPagingIn || !n.prefetch_copying) return false;
-  const Slot& holder = r.slots[t.jobs[current].id];
   const shm::Token& token = r.header.tokens[token_index(r, t.jobs[current].id)];
-  return !slice_past_limit(token, holder, now);
+  if (token.slice_end_mono_ns == kForever || token.slice_end_mono_ns < token.slice_start_mono_ns) return false;
+  return now < token.slice_end_mono_ns || now - token.slice_end_mono_ns < token.slice_end_mono_ns - token.slice_start_mono_ns;
 }
 
 // The slot holding token `k`, or -1. A holder whose slot was freed or
@@ -548,6 +549,7 @@ void lend_locked(Arbiter& arbiter, int k, JobTable& t, int holder, uint64_t now)
   const int next = pick_locked(arbiter, region_policy(r.header), t, -1);
   lender->active = true;
   if (next < 0) return;
+  GSHARE_DEBUG("token %d: pid %d lends it while it works on the host", k, int(r.slots[holder].pid));
   shm::note_loan_locked(r, k, holder, now);
   grant_locked(arbiter, k, t, next, shm::kJobWaiting, now);
 }

@@ -375,6 +375,83 @@ TEST_CASE("a freed allocation's device memory comes back before its host copy is
   CHECK(gpu.top_process(a.pid()).value("host_paging_bytes", uint64_t(0)) == 0);
 }
 
+TEST_CASE("a job granted the token while its memory is out gets its whole turn once it is back", "[paging][more]") {
+  // Only one of A and B fits. B took A's room while A sat idle; when A
+  // launches again it is granted the token and waits, holding it, for B's
+  // page-out and its own page-in (copies at 200 MB/s: about a second
+  // each). Its turn runs from when its memory is back, not from the grant.
+  TestGpu gpu(256 * kMiB);
+  const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "200"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "3000"}});
+  Client a(gpu, env);
+  Client b(gpu, env);
+  REQUIRE(a.send("init") == "init ok");
+  REQUIRE(b.send("init") == "init ok");
+  REQUIRE(a.send("alloc 180M weights") == "alloc ok weights");
+  REQUIRE(starts_with(b.send("alloc 180M mine", 60), "alloc ok"));
+  REQUIRE(gpu.top_process(a.pid()).value("residency", "") == "paged out");
+  a.post("train 100 1 20000 sync 0");
+  // The first look at A holding the token with its memory back.
+  double elapsed_ms = -1;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (elapsed_ms < 0 && std::chrono::steady_clock::now() < end) {
+    const nlohmann::json top = gpu.top_json();
+    const nlohmann::json& g = top["gpus"][0];
+    for (const nlohmann::json& p : g["processes"])
+      if (p.value("pid", 0) == a.pid() && p.value("residency", "") == "resident" &&
+          g["holder_pid"] == a.pid() && g["slice_elapsed_ms"].is_number())
+        elapsed_ms = g["slice_elapsed_ms"].get<double>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  INFO(a.stderr_text() << b.stderr_text());
+  REQUIRE(elapsed_ms >= 0);
+  // Granted about 2 s before (B's page-out, then A's page-in).
+  CHECK(a.stderr_text().find("paging in") != std::string::npos);
+  CHECK(elapsed_ms < 500);
+  CHECK(starts_with(a.reply(60), "train ok 100 "));
+}
+
+TEST_CASE("at its turn's end a holder goes on while the next job's memory is copied back", "[paging][more]") {
+  // N was paged out for X, which then freed its memory. H runs in turns of
+  // 1 s; N asks for the token just after H starts, and its memory comes
+  // back ahead of its turn at 70 MB/s (1.5 s for 100 MiB). H's turn ends in
+  // the middle of that copy: H goes on until the copy ends (for one more
+  // turn at most), and N starts with its memory there, the GPU never idle
+  // in between. Granted at H's turn's end, N would hold the token for the
+  // rest of the copy with the GPU idle.
+  TestGpu gpu(256 * kMiB);
+  const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "70"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "1000"},
+                          {"FAKE_CUDA_TRACE", gpu.kernel_trace()}});
+  Client h(gpu, env), n(gpu, env), x(gpu, env);
+  REQUIRE(h.send("init") == "init ok");
+  REQUIRE(n.send("init") == "init ok");
+  REQUIRE(x.send("init") == "init ok");
+  REQUIRE(n.send("alloc 100M weights") == "alloc ok weights");
+  REQUIRE(starts_with(x.send("alloc 160M theirs", 60), "alloc ok"));
+  REQUIRE(gpu.top_process(n.pid()).value("residency", "") == "paged out");
+  REQUIRE(x.send("free theirs", 30) == "free ok");
+  REQUIRE(h.send("alloc 60M mine") == "alloc ok mine");
+  h.post("train 150 1 20000 sync 0");  // 3 s of 20 ms steps
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  n.post("train 25 1 20000 sync 0");
+  CHECK(starts_with(h.reply(60), "train ok 150 "));
+  CHECK(starts_with(n.reply(60), "train ok 25 "));
+  const auto all = read_kernel_trace(gpu.kernel_trace());
+  const auto mine = kernels_of(all, n.pid());
+  REQUIRE_FALSE(mine.empty());
+  uint64_t before = 0;  // H's last kernel that began before N's first
+  for (const KernelRun& k : kernels_of(all, h.pid()))
+    if (k.start_ns < mine.front().start_ns) before = std::max(before, k.end_ns);
+  const auto hs = kernels_of(all, h.pid());
+  INFO("H " << h.pid() << ", N " << n.pid() << ", X " << x.pid());
+  INFO("H's kernels " << (hs.front().start_ns - hs.front().start_ns) / 1e6 << " .. "
+                      << (hs.back().end_ns - hs.front().start_ns) / 1e6 << " ms, N's from "
+                      << (mine.front().start_ns - hs.front().start_ns) / 1e6 << " ms");
+  INFO(n.stderr_text() << h.stderr_text());
+  REQUIRE(before != 0);
+  CHECK(gpu.top_process(n.pid()).value("prefetches", uint64_t(0)) >= 1);
+  CHECK(mine.front().start_ns < before + 300'000'000);
+}
+
 TEST_CASE("paging past the host-memory limit is refused with a clear message", "[paging]") {
   TestGpu gpu(256 * kMiB);
   const Env limited = paging({{"GSHARE_HOST_MEM_LIMIT", "64MiB"}, {"GSHARE_ADMIT_TIMEOUT_S", "3"}});
