@@ -18,7 +18,9 @@ the paging demonstrations, each against a baseline measured in the same run.
             (switch_stalls), and prefetch's share of the stall at switches
             to a job paged in (prefetch_hides: the mean with prefetch on
             against off; jobs long enough for several turns each, --steps,
-            switch between live jobs).
+            switch between live jobs). Within each run, hidden_share: the
+            share of the page-in time of switches past a job's first step
+            that did not stall the GPU.
   infer     --models inference "models" (--weights-frac of the GPU each, in
             weight matrices of 1 GiB) serving requests in turn: request r
             goes to model r mod N, one at a time, --requests in all; each
@@ -193,7 +195,11 @@ def switch_stalls(out_dir, tag, count, first_steps):
     was paged in (or prefetched) since its previous step: prefetch's share
     of the stall is read on them. The rest are `resident`; those that
     follow a job's last step (its exit is in the stall) are also counted
-    apart as `after_end`."""
+    apart as `after_end`, and paged switches to a job's first step (its
+    set-up, paged out while it waited to be admitted, in the stall) as
+    `first_turn`. For the paged switches past a job's first step,
+    `hidden_share` is the share of their page-in time (the copies, from the
+    jobs' messages) that did not stall the GPU: 1 - stalls / page-ins."""
     steps, own, page_ins = [], {}, {}
     for k in range(count):
         path = os.path.join(out_dir, f"{tag}-{k}.steps")
@@ -205,14 +211,15 @@ def switch_stalls(out_dir, tag, count, first_steps):
         err = os.path.join(out_dir, f"{tag}-{k}.err")
         if os.path.exists(err):
             with open(err) as f:
-                page_ins[k] = [float(line.split(" ", 1)[0]) for line in f
+                page_ins[k] = [(float(line.split(" ", 1)[0]), copy_ms(line)) for line in f
                                if " paged in " in line or " prefetched " in line]
     steps.sort()
     last = {}
     for (t1, k1, _, _), (t2, k2, _, _) in zip(steps, steps[1:]):
         if k1 == k2:
             own.setdefault(k1, []).append(t2 - t1)
-    stalls = {"paged": [], "resident": [], "after_end": []}
+    stalls = {"paged": [], "resident": [], "after_end": [], "first_turn": []}
+    later_stall = later_copy = 0.0
     for (t1, k1, n1, total1), (t2, k2, n2, _) in zip(steps, steps[1:]):
         previous = last.get(k2)
         last[k2] = t2
@@ -223,15 +230,31 @@ def switch_stalls(out_dir, tag, count, first_steps):
             continue
         stall = max(0.0, (t2 - t1) - step) * 1e3
         since = previous if previous is not None else float("-inf")
-        if any(since < t <= t2 for t in page_ins.get(k2, [])):
+        copies = [ms for t, ms in page_ins.get(k2, []) if since < t <= t2]
+        if copies:
             stalls["paged"].append(stall)
+            if n2 == 0:
+                stalls["first_turn"].append(stall)
+            else:
+                later_stall += stall
+                later_copy += sum(copies)
         else:
             stalls["resident"].append(stall)
         if n1 == total1 - 1:
             stalls["after_end"].append(stall)
-    return {kind: {"count": len(v), "mean_ms": sum(v) / len(v) if v else None,
-                   "median_ms": stats.median(v) if v else None, "all_ms": [round(x, 1) for x in v]}
-            for kind, v in stalls.items()}
+    out = {kind: {"count": len(v), "mean_ms": sum(v) / len(v) if v else None,
+                  "median_ms": stats.median(v) if v else None, "all_ms": [round(x, 1) for x in v]}
+           for kind, v in stalls.items()}
+    out["hidden_share"] = 1 - later_stall / later_copy if later_copy else None
+    return out
+
+
+def copy_ms(line):
+    """The copy time of a "paged in"/"prefetched" message: "... in 1043.7 ms, after ..." """
+    try:
+        return float(line.split(" MiB in ", 1)[1].split(" ms", 1)[0])
+    except (IndexError, ValueError):
+        return 0.0
 
 
 def first_step_alone(out_dir, tag):
@@ -321,7 +344,10 @@ def reused_alone(args, jobs):
     for name in os.listdir(os.path.join(args.alone_from, "raw")):
         if name.startswith("alone"):
             shutil.copy(os.path.join(args.alone_from, "raw", name), raw)
-    return earlier["alone"]
+    alone = earlier["alone"]
+    for i, run in enumerate(alone):  # paging.json keeps no losses: read back from the job's output
+        run["jobs"][0]["losses"] = parse_train(os.path.join(raw, f"alone{i}-0.out"))[0]
+    return alone
 
 
 def part_train(args, report):
