@@ -1006,21 +1006,31 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
   arbiter.update([&] { hand_over(true); });
 }
 
+// This job's turn as the policy sizes it now (rules::slice_length), if it
+// holds token `k`. Under the lock.
+bool own_turn_locked(Arbiter& arbiter, int k, uint64_t* turn) {
+  JobTable t;
+  Region& r = *arbiter.region();
+  const int own = arbiter.own_slot();
+  if (holder_slot_locked(arbiter, k) != own) return false;
+  gather_locked(arbiter, k, t);
+  const int current = t.index(own);
+  if (current < 0) return false;
+  *turn = slice_length(region_policy(r.header), t.jobs[current], r.slots[own].quantum_ns);
+  return true;
+}
+
 bool keep_turn_if_longer(Arbiter& arbiter) {
   bool kept = false;
   arbiter.update([&] {
-    JobTable t;
     Region& r = *arbiter.region();
     const int own = arbiter.own_slot();
     const int k = token_index(r, own);
-    if (holder_slot_locked(arbiter, k) != own) return;
     Slot& me = r.slots[own];
     const uint32_t gate = me.gate.load(std::memory_order_relaxed);
     if (!(gate & shm::kGateOpen) || !(gate & shm::kGateYield)) return;
-    gather_locked(arbiter, k, t);
-    const int current = t.index(own);
-    if (current < 0) return;
-    const uint64_t turn = slice_length(region_policy(r.header), t.jobs[current], me.quantum_ns);
+    uint64_t turn = 0;
+    if (!own_turn_locked(arbiter, k, &turn)) return;
     if (!lengthen_slice_locked(r.header.tokens[k], turn, mono_now_ns())) return;
     me.gate.store(gate & ~uint32_t(shm::kGateYield), std::memory_order_release);
     kept = true;
@@ -1030,7 +1040,6 @@ bool keep_turn_if_longer(Arbiter& arbiter) {
 
 void restart_turn(Arbiter& arbiter) {
   arbiter.update([&] {
-    JobTable t;
     Region& r = *arbiter.region();
     const int own = arbiter.own_slot();
     const int k = token_index(r, own);
@@ -1039,11 +1048,9 @@ void restart_turn(Arbiter& arbiter) {
     const uint64_t now = mono_now_ns();
     me.accounted_mono_ns = now;  // the wait and the copy: not charged (account_locked)
     shm::Token& token = r.header.tokens[k];
-    if (token.slice_end_mono_ns == kForever) return;
-    gather_locked(arbiter, k, t);
-    const int current = t.index(own);
-    if (current < 0) return;
-    shm::renew_slice_locked(token, now, slice_length(region_policy(r.header), t.jobs[current], me.quantum_ns));
+    uint64_t turn = 0;
+    if (token.slice_end_mono_ns == kForever || !own_turn_locked(arbiter, k, &turn)) return;
+    shm::renew_slice_locked(token, now, turn);
     // An ask to yield made while it waited was about the turn that ended.
     const uint32_t gate = me.gate.load(std::memory_order_relaxed);
     if (gate & shm::kGateOpen) me.gate.store(gate & ~uint32_t(shm::kGateYield), std::memory_order_release);

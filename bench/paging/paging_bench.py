@@ -330,8 +330,8 @@ def train_run(args, jobs, tag, preload=None, extra=None, only=None):
 
 
 def reused_alone(args, jobs):
-    """The jobs alone from an earlier run of the same mix (--alone-from DIR,
-    an --out of this script), for a visit too short to run them again: its
+    """The jobs alone from another run of the same mix (--alone-from DIR,
+    an --out of this script), when there is no time to run them again: its
     figures, and its raw files (each job's first step alone, for the
     stalls), copied into this run's raw folder. Same mix or an error."""
     with open(os.path.join(args.alone_from, "paging.json")) as f:
@@ -486,7 +486,7 @@ def main():
                          "(on:GSHARE_SLICE_MAX_MS=20000), or lib=DIR for another build's "
                          "libgshare.so; repeat entries for alternating trials (on,off,on,off)")
     ap.add_argument("--alone-from", metavar="DIR",
-                    help="train: take the jobs alone (the ideal) from an earlier --out of the same mix "
+                    help="train: take the jobs alone (the ideal) from another --out of the same mix "
                          "instead of running them again")
     ap.add_argument("parts", nargs="+", choices=["copies", "train", "infer"])
     args = ap.parse_args()
