@@ -343,11 +343,9 @@ TEST_CASE("a freed allocation's device memory comes back before its host copy is
   // (it was paged out once), and the job waiting for that memory must not
   // wait for the unpinning too.
   TestGpu gpu(256 * kMiB);
-  const Env env = paging({{"FAKE_CUDA_UNPIN_MBPS", "40"}});
-  Client a(gpu, env);
-  Client b(gpu, env);
-  REQUIRE(a.send("init") == "init ok");
-  REQUIRE(b.send("init") == "init ok");
+  auto jobs = started_jobs(gpu, 2, paging({{"FAKE_CUDA_UNPIN_MBPS", "40"}}));
+  Client& a = *jobs[0];
+  Client& b = *jobs[1];
   REQUIRE(a.send("alloc 160M weights") == "alloc ok weights");
   // A sits idle: B's allocation pages it out (making A's host copy).
   REQUIRE(starts_with(b.send("alloc 160M mine", 30), "alloc ok"));
@@ -381,11 +379,10 @@ TEST_CASE("a job granted the token while its memory is out gets its whole turn o
   // page-out and its own page-in (copies at 200 MB/s: about a second
   // each). Its turn runs from when its memory is back, not from the grant.
   TestGpu gpu(256 * kMiB);
-  const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "200"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "3000"}});
-  Client a(gpu, env);
-  Client b(gpu, env);
-  REQUIRE(a.send("init") == "init ok");
-  REQUIRE(b.send("init") == "init ok");
+  auto jobs = started_jobs(
+      gpu, 2, paging({{"FAKE_CUDA_COPY_MBPS", "200"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "3000"}}));
+  Client& a = *jobs[0];
+  Client& b = *jobs[1];
   REQUIRE(a.send("alloc 180M weights") == "alloc ok weights");
   REQUIRE(starts_with(b.send("alloc 180M mine", 60), "alloc ok"));
   REQUIRE(gpu.top_process(a.pid()).value("residency", "") == "paged out");
@@ -421,10 +418,10 @@ TEST_CASE("at its turn's end a holder goes on while the next job's memory is cop
   TestGpu gpu(256 * kMiB);
   const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "70"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "1000"},
                           {"FAKE_CUDA_TRACE", gpu.kernel_trace()}});
-  Client h(gpu, env), n(gpu, env), x(gpu, env);
-  REQUIRE(h.send("init") == "init ok");
-  REQUIRE(n.send("init") == "init ok");
-  REQUIRE(x.send("init") == "init ok");
+  auto jobs = started_jobs(gpu, 3, env);
+  Client& h = *jobs[0];
+  Client& n = *jobs[1];
+  Client& x = *jobs[2];
   REQUIRE(n.send("alloc 100M weights") == "alloc ok weights");
   REQUIRE(starts_with(x.send("alloc 160M theirs", 60), "alloc ok"));
   REQUIRE(gpu.top_process(n.pid()).value("residency", "") == "paged out");
