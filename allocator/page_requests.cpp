@@ -7,9 +7,9 @@
 #include "allocator/pager.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/saturating.h"
 #include "base/tunables.h"
 #include "scheduler/token.h"
+#include "shm/host_room.h"
 #include "shm/tokens.h"
 
 namespace gshare::allocator {
@@ -29,33 +29,9 @@ bool coming_from(const Slot& s) {
                                                __atomic_load_n(&s.page_out_acks, __ATOMIC_RELAXED));
 }
 
-// Pinned host memory for page-outs, all of the GPU's jobs together: what
-// they hold, and what of it the resident ones keep as copies of memory on
-// the GPU, which they free when asked (ask_for_host_copies).
-struct HostRoom {
-  uint64_t limit = 0, held = 0, kept = 0;
-  // The host memory `s`'s page-out adds: its own kept copies are used
-  // again, and it needs the rest.
-  static uint64_t need_of(const Slot& s) { return saturating_sub(s.movable_bytes, s.host_paging_bytes); }
-  // Whether `s`'s page-out fits beside `added` bytes asked for already,
-  // with the copies other resident jobs keep freed for it, or without.
-  bool fits(const Slot& s, uint64_t added, bool freeing_kept = true) const {
-    const uint64_t own = s.residency == shm::kResident ? s.host_paging_bytes : 0;
-    return held + added + need_of(s) <= limit + (freeing_kept ? saturating_sub(kept, own) : 0);
-  }
-};
+using shm::HostRoom;
 
-// Under the region's lock, or without it as a hint (room_on_its_way).
-HostRoom host_room(const Region& r) {
-  HostRoom room;
-  room.limit = paging_host_limit();
-  for (const Slot& s : r.slots) {
-    if (s.state != shm::kSlotLive) continue;
-    room.held += s.host_paging_bytes;
-    if (s.residency == shm::kResident) room.kept += s.host_paging_bytes;
-  }
-  return room;
-}
+HostRoom host_room(const Region& r) { return shm::host_room(r, paging_host_limit()); }
 
 // The jobs that could give room by paging out, into `order`, best first;
 // returns how many. Not running, movable memory on the GPU, no page-out

@@ -23,6 +23,7 @@
 #include "scheduler/launch_detours.h"
 #include "scheduler/token.h"
 #include "shm/futex.h"
+#include "shm/host_room.h"
 #include "shm/lane_space.h"
 #include "shm/tokens.h"
 
@@ -160,11 +161,7 @@ void drain_contexts(Ranges& ranges) {
 
 }  // namespace
 
-uint64_t paging_host_limit() {
-  if (g_host_limit != 0) return g_host_limit;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : UINT64_MAX;
-}
+uint64_t paging_host_limit() { return shm::host_limit_or_default(g_host_limit); }
 
 namespace {
 
