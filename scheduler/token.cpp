@@ -1,11 +1,13 @@
 #include "scheduler/token.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/tunables.h"
 #include "shm/futex.h"
+#include "shm/host_room.h"
 #include "shm/lane_space.h"
 #include "shm/region.h"
 #include "shm/tokens.h"
@@ -29,6 +31,9 @@ using tunables::kMinSleepNs;
 using tunables::kLendAfterNs;
 
 uint64_t ms_to_ns(double ms) { return uint64_t(ms * 1e6); }
+
+// JobSettings::host_limit_bytes of this process (the same on every GPU).
+std::atomic<uint64_t> g_host_limit_bytes{UINT64_MAX};
 
 Policy region_policy(const RegionHeader& h) {
   return policy_is_known(h.policy) ? Policy(h.policy) : Policy::kFair;
@@ -269,11 +274,36 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
   // as fair does, a job granted while its page-out was under way gave the
   // page-out up at every grant, and a newcomer waiting for the room it
   // would make waited for the others to end.)
+  //
+  // For one of its turns at most, where a swap could bring it back: a job
+  // away from the GPU that long (since it last held the token, or since it
+  // came) competes as any other, and its grant pages it in on demand, room
+  // made by paging a resident job out. Where no prefetch brings it back
+  // (prefetch off, or a swap past the host limit without the copies
+  // resident jobs keep) it would otherwise wait for the resident jobs to
+  // end: under fair, two jobs of four ran to their end before the others
+  // ran at all. Where no resident job's page-out fits the host-memory
+  // limit, even with the kept copies freed, a grant would only hold the
+  // token while nothing can make its room: it waits for jobs to end.
+  // (Nor one whose page-out is under way: that ends by itself, soon.)
   if (!t.ahead && policy != Policy::kFifo) {
     const Region& r = *arbiter.region();
+    const uint64_t now = mono_now_ns();
     auto out = [&](int i) {
       const uint32_t residency = r.slots[t.jobs[i].id].residency;
       return residency == shm::kPagedOut || residency == shm::kPagingIn || residency == shm::kPagingOut;
+    };
+    const shm::HostRoom host = shm::host_room(r, g_host_limit_bytes.load(std::memory_order_relaxed));
+    bool swap_fits = false;
+    for (int i = 0; i < t.count && !swap_fits; ++i) {
+      const Slot& s = r.slots[t.jobs[i].id];
+      swap_fits = s.residency == shm::kResident && s.movable_bytes != 0 && host.fits(s, 0);
+    }
+    auto away_a_turn = [&](int i) {
+      const Slot& s = r.slots[t.jobs[i].id];
+      if (!swap_fits || s.residency == shm::kPagingOut) return false;
+      const uint64_t since = s.accounted_mono_ns != 0 ? s.accounted_mono_ns : s.arrival_mono_ns;
+      return now > since && now - since >= t.jobs[i].turn_ns;
     };
     bool resident_asks = false;
     int32_t top_resident = INT32_MIN;  // the highest priority of a resident job that asks
@@ -283,7 +313,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
       top_resident = std::max(top_resident, t.jobs[i].priority);
     }
     for (int i = 0; resident_asks && i < t.count; ++i) {
-      if (i == current || !t.jobs[i].active || !out(i)) continue;
+      if (i == current || !t.jobs[i].active || !out(i) || away_a_turn(i)) continue;
       if (policy == Policy::kPriority && t.jobs[i].priority > top_resident) continue;
       parked[i] = true;
       t.jobs[i].active = false;
@@ -812,10 +842,12 @@ JobSettings job_settings(const Options& o) {
   s.weight = o.weight;
   s.priority = o.priority;
   s.strict_handover = o.strict_handover;
+  s.host_limit_bytes = shm::host_limit_or_default(o.host_mem_limit_bytes);
   return s;
 }
 
 void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_uuid) {
+  g_host_limit_bytes.store(settings.host_limit_bytes, std::memory_order_relaxed);
   Policy asked = settings.policy, running = asked;
   bool differs = false;
   arbiter.update([&] {

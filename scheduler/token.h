@@ -53,6 +53,9 @@ struct JobSettings {
   uint32_t weight = 0;
   int32_t priority = 0;
   bool strict_handover = false;
+  // GSHARE_HOST_MEM_LIMIT, resolved: whether a swap could bring a paged-out
+  // job back (one that none could is passed over while resident jobs ask).
+  uint64_t host_limit_bytes = 0;
 };
 
 JobSettings job_settings(const Options& options);

@@ -21,6 +21,7 @@ struct JobState {
   uint64_t bytes = 0;  // F = P + E
   uint64_t host = 0;   // pinned host memory it holds: its copy, kept or paged out
   uint64_t last_run_ns = 0;
+  uint64_t quantum_ns = 0;   // its quantum times its weight: its turn before switch costs
   uint64_t exits_at_ns = 0;  // done, its memory still on the GPU until then (Trace::exit_ms)
   bool started = false, resident = false, done = false, exiting = false;
 };
@@ -118,18 +119,38 @@ bool prefetch_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used,
   return host_held(jobs) + pins <= model.host_limit_bytes;
 }
 
+// Whether a page-in of job `j` in its turn could make its room within the
+// host limit, the copies resident jobs keep freed for it, as live
+// (page_out_pins).
+bool demand_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used, uint64_t capacity,
+                      const PagingModel& model) {
+  if (!model.host_limit_bytes) return true;
+  const std::vector<int> victims = victims_for(jobs, j, used, capacity);
+  uint64_t pins = 0, kept = 0;
+  for (int v : victims) pins += jobs[v].bytes - std::min(jobs[v].host, jobs[v].bytes);
+  for (size_t k = 0; k < jobs.size(); ++k)
+    if (jobs[k].resident && std::find(victims.begin(), victims.end(), int(k)) == victims.end())
+      kept += jobs[k].host;
+  return host_held(jobs) + pins <= model.host_limit_bytes + kept;
+}
+
 // Whether job `i`, paged out, is passed over, as live (scheduler/token.cpp,
 // pick_locked): while a job other than the holder (`holder`) whose memory
 // is on the GPU, or that has yet to allocate it, wants the GPU. Granted,
 // it would only wait for its room while that job waits too. With prefetch
 // the job next in line comes back during the turn before its own, so that
 // the pick sees it resident, unless making its room would pass the host
-// limit; without, it waits until no such job is left.
+// limit; without, it is passed over until it has been away for one of its
+// turns (as long as a switch to it makes it), and then paged in on demand,
+// unless no swap could make its room within the host limit.
 bool passed_over(const std::vector<JobState>& jobs, int i, int holder, uint64_t now, uint64_t used,
                  uint64_t capacity, const PagingModel& model) {
   const JobState& job = jobs[i];
   if (!job.started || job.resident) return false;
   if (model.prefetch && prefetch_fits_host(jobs, i, used, capacity, model)) return false;
+  if (now >= job.last_run_ns && now - job.last_run_ns >= turn_ns(job.quantum_ns, copy_ns(job.bytes, model)) &&
+      demand_fits_host(jobs, i, used, capacity, model))
+    return false;
   for (size_t k = 0; k < jobs.size(); ++k) {
     const JobState& other = jobs[k];
     if (int(k) != i && int(k) != holder && wants_gpu(other, now) && (other.resident || !other.started))
@@ -225,6 +246,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     view[i].arrival_ns = jobs[i].arrival_ns;
     view[i].weight = trace.jobs[i].weight ? trace.jobs[i].weight : 1;
     view[i].turn_ns = quantum_ns * view[i].weight;
+    jobs[i].quantum_ns = view[i].turn_ns;
   }
   while (left > 0) {
     int j = schedule.by_weight ? weighted_job(jobs, view, prev, now, used, capacity, model)

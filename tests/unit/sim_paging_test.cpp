@@ -103,13 +103,14 @@ TEST_CASE("paging model: pinning costs a job's first page-out, and again past th
   CHECK(once.swapped_bytes == behind.swapped_bytes);
 }
 
-TEST_CASE("paging model: without prefetch a paged-out job waits while a resident one wants the GPU, as live") {
+TEST_CASE("paging model: without prefetch a paged-out job waits a turn at most while a resident one wants the GPU, as live") {
   // Four jobs of 4 GiB on 10 GiB, two at a time on the GPU, 3 s of work
-  // each in 1 s turns. a and b start; c and d page them out for their
-  // first turns. Then a and b, paged out, are passed over while c and d
-  // (resident, the one not holding the token wanting it) finish, and
-  // come back once each: two page-ins. With prefetch they take turns
-  // through host memory, each switch bringing the next job back.
+  // each in turns of about 1 s. a and b start; c and d page them out for
+  // their first turns. Then a and b, paged out, are passed over while c
+  // and d (resident, the one not holding the token wanting it) run, but
+  // for one turn each at most: then they page in on demand, and the four
+  // take turns through host memory. Passed over until c and d ended, a
+  // and b would have come back once each: two page-ins in all.
   Trace trace = three_jobs_of_4_gib();
   trace.jobs.push_back(trace.jobs[0]);
   trace.jobs.back().name = "d";
@@ -118,11 +119,12 @@ TEST_CASE("paging model: without prefetch a paged-out job waits while a resident
   Schedule turns = policy_schedule(trace, "fair");
   turns.by_turns = true;
   PagingResult parked = simulate_paging(trace, turns, slow);
-  CHECK(parked.page_ins == 2);
+  CHECK(parked.page_ins >= 8);
   PagingResult weighted = simulate_paging(trace, policy_schedule(trace, "prefetch"), slow);
-  CHECK(weighted.page_ins == 2);
-  PagingResult fetched = simulate_paging(trace, turns, {kGiBPerSecond8, true});
-  CHECK(fetched.page_ins > 2);
+  CHECK(weighted.page_ins >= 8);
+  // To completion nothing comes back more than once.
+  PagingResult in_order = simulate_paging(trace, policy_schedule(trace, "fifo"), slow);
+  CHECK(in_order.page_ins <= 2);
 }
 
 TEST_CASE("paging model: the search never loses to a fixed policy, prefetch never to none") {
