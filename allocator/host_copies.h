@@ -20,11 +20,23 @@ namespace gshare::allocator {
 struct HostCopy {
   uint64_t pointer = 0;
   bool registered = false;  // mmap + cuMemHostRegister; else cuMemHostAlloc
+  bool stopped = false;     // pointer 0: the pace said stop (Pace::kStop)
 };
 
-// `bytes` of pinned host memory, or pointer 0 when neither way worked.
-// Faulted in by up to `max_touchers` threads (one per GiB).
-HostCopy make_host_copy(size_t bytes, int max_touchers = tunables::kPageOutTouchers);
+// How a copy made ahead of need goes on, asked between the pieces it
+// faults in: steady with its few threads, or in a hurry with a page-out's
+// (its job is asked to page out, and the page-out needs the copy), or not
+// at all (its job is asked to give host memory up).
+enum class Pace { kSteady, kHurry, kStop };
+struct PaceCheck {
+  Pace (*read)(const void* context) = nullptr;  // nullptr: always steady
+  const void* context = nullptr;
+};
+
+// `bytes` of pinned host memory, or pointer 0 when neither way worked (or
+// `pace` said stop). Faulted in by up to `max_touchers` threads (one per
+// GiB), up to kPageOutTouchers once `pace` says hurry.
+HostCopy make_host_copy(size_t bytes, int max_touchers = tunables::kPageOutTouchers, PaceCheck pace = {});
 
 // Gives a copy made by make_host_copy back.
 void free_host_copy(const HostCopy& copy, size_t bytes);

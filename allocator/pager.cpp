@@ -414,13 +414,30 @@ bool paging_under_way(const Region& r) {
   return under_way;
 }
 
+// The pace of a copy made ahead for the job of `context` (its Slot): in a
+// hurry once it is asked to page out (the page-out needs the copy, and
+// the job that asked waits for it: a 49 GB copy made ahead took 20 s, and
+// the job waited that long); stopped once it is asked to give host
+// memory up (another job's page-out needs it).
+Pace copy_ahead_pace(const void* context) {
+  const Slot& s = *static_cast<const Slot*>(context);
+  if (__atomic_load_n(&s.host_release_requests, __ATOMIC_RELAXED) !=
+      __atomic_load_n(&s.host_release_acks, __ATOMIC_RELAXED))
+    return Pace::kStop;
+  if (__atomic_load_n(&s.page_out_requests, __ATOMIC_RELAXED) !=
+      __atomic_load_n(&s.page_out_acks, __ATOMIC_RELAXED))
+    return Pace::kHurry;
+  return Pace::kSteady;
+}
+
 // Makes the host copy of one resident allocation that has none yet, the
 // largest, while the job runs: a job's first page-out otherwise pins all
 // of its memory while the job coming in waits (seconds for tens of GB).
 // Only while paging is under way on the GPU, within GSHARE_HOST_MEM_LIMIT
 // without asking anyone for theirs, and not for a while after this job
-// was asked to free its copies. One allocation per look, so that the
-// pager stays quick to answer a page-out request. Runs on the pager thread.
+// was asked to free its copies. One allocation per look, and that one
+// hurried or stopped by a request (copy_ahead_pace), so that the pager
+// stays quick to answer. Runs on the pager thread.
 void prepare_host_copy(Device& device) {
   Arbiter& arbiter = device.account.arbiter();
   const Slot* slot = arbiter.slot();
@@ -443,7 +460,7 @@ void prepare_host_copy(Device& device) {
   HostCopy host;
   if (api.ctx_push_current(reinterpret_cast<CUcontext>(pick.context)) == CUDA_SUCCESS) {
     // Fewer touchers than a page-out's: the job computes meanwhile.
-    host = make_host_copy(pick.size, tunables::kPrepareTouchers);
+    host = make_host_copy(pick.size, tunables::kPrepareTouchers, PaceCheck{copy_ahead_pace, slot});
     CUcontext ignored;
     api.ctx_pop_current(&ignored);
   }
@@ -459,10 +476,11 @@ void prepare_host_copy(Device& device) {
     unlock_movable_memory();
   }
   if (attached) return;
-  // Freed meanwhile, or no pinned memory: nothing kept.
+  // Freed meanwhile, stopped, or no pinned memory: nothing kept.
   free_host_copy(host, pick.size);
   give_back_host_bytes(device, pick.size);
-  if (host.pointer == 0) g_prepare_after_ns[device.ordinal] = mono_now_ns() + tunables::kHostCopyPauseNs;
+  if (host.pointer == 0 && !host.stopped)
+    g_prepare_after_ns[device.ordinal] = mono_now_ns() + tunables::kHostCopyPauseNs;
 }
 
 // What of `device`'s memory is out now, by class ([0] ephemeral, [1]
