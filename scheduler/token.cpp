@@ -105,6 +105,12 @@ uint64_t median_switch_cost(const JobTable& t) {
   return costs[n / 2];
 }
 
+// What moving the job's memory takes at the GPU's page-in rate `rate`
+// (> 0): all of it, out now or not.
+uint64_t swap_ns_of(const Slot& s, double rate) {
+  return uint64_t(double(s.paged_out_bytes + s.movable_bytes) / rate * 1e9);
+}
+
 // Whether a job marked waiting is not: switched out at its slice's end
 // (waiting, so that it goes on when it next launches), it has had no thread
 // waiting for the token since, for its idle time. It is working on the CPU
@@ -164,7 +170,7 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
       // While paging is active a switch to this job moves its memory (one
       // job's out, its own in), whether or not a prefetch hides that: its
       // turns are long enough for the copies to finish behind them.
-      const uint64_t swap_ns = uint64_t(double(s.paged_out_bytes + s.movable_bytes) / rate * 1e9);
+      const uint64_t swap_ns = swap_ns_of(s, rate);
       j.switch_cost_ns = std::max(j.switch_cost_ns, swap_ns);
       j.switch_memory_ns = std::max(j.switch_memory_ns, swap_ns);
       // Its place in prefetch's order counts all of its memory, out now or
@@ -666,6 +672,22 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   s.gate.store(gate, std::memory_order_release);
 }
 
+// What taking the token from an idle holder would cost this waiter (`me`)
+// past the grant, under paging: its memory is out, and a swap (its memory
+// back, room made by paging another job out) comes before its first
+// kernel. A holder that stands still a moment on the host (a first step's
+// set-up, an evaluation) would otherwise lose the token after 100 ms to a
+// job that then stalls the GPU for seconds, and take it back the same
+// way: in one H200 run jobs in their first steps swapped four times in
+// 7 s. Waiting as long as the swap would take, a waiter loses at most
+// that much when the holder has truly stopped. 0 when its memory is on
+// the GPU.
+uint64_t takeover_swap_ns(const Region& r, const Slot& me) {
+  if (me.residency == shm::kResident) return 0;
+  const double rate = page_in_rate(r);
+  return rate > 0 ? swap_ns_of(me, rate) : 0;
+}
+
 // What a waiter knows about the holder's activity: its launch count, and
 // since when it has stood still. A new grant restarts the clock, even to
 // the same job with the same count: a job granted the token again must get
@@ -687,7 +709,10 @@ struct HolderWatch {
   // holds may be only cache, though (a pool's free memory, a framework's):
   // `ask_for_cache` is set once it has stood still for its usual idle time,
   // and the caller asks for that cache back; then it is idle as usual.
-  bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left, bool mid, bool* ask_for_cache) {
+  // `patience_ns`: what taking the token costs the waiter beyond a grant
+  // (its memory to bring back); the holder must stand still that long too.
+  bool idle(int holder, const Slot& s, uint64_t now, uint64_t* left, bool mid, bool* ask_for_cache,
+            uint64_t patience_ns) {
     uint64_t launched = s.launches.load(std::memory_order_relaxed);
     bool busy = s.gpu_waits.load(std::memory_order_relaxed) != 0;
     if (holder != slot || s.generation != generation || s.granted != granted ||
@@ -701,7 +726,7 @@ struct HolderWatch {
       lend_asked = false;
     }
     uint64_t usual_ns = idle_time_of(s);
-    uint64_t idle_ns = mid ? std::max(usual_ns, kMidIterationIdleNs) : usual_ns;
+    uint64_t idle_ns = std::max(mid ? std::max(usual_ns, kMidIterationIdleNs) : usual_ns, patience_ns);
     uint64_t still = now - still_since;
     *ask_for_cache = mid && !busy && still >= usual_ns && !asked_for_cache;
     if (*ask_for_cache) asked_for_cache = true;
@@ -946,7 +971,7 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
       const bool unsettled = arbiter.holds_unsettled_memory(holder);
       bool mid = h_slot.class_iterations > 0 && unsettled;
       bool ask_for_cache = false;
-      idle = watch.idle(holder, h_slot, now, &idle_left, mid, &ask_for_cache);
+      idle = watch.idle(holder, h_slot, now, &idle_left, mid, &ask_for_cache, takeover_swap_ns(r, me));
       if (ask_for_cache) arbiter.update([&] { r.slots[holder].release_requests++; });
       if (!idle && lends(r) && loans.watching()) {
         uint64_t lend_left;

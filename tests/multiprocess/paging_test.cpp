@@ -373,6 +373,52 @@ TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident j
   CHECK(first >= 0.8 * last);
 }
 
+TEST_CASE("a paged-out waiter takes the token from a still holder only after as long as its swap", "[paging][more]") {
+  // Two jobs of 100 MiB on 160 MiB: one at a time on the GPU. A runs a
+  // 10 ms kernel and then works 300 ms on the host, 20 times; B computes
+  // without pause. Copies at 200 MB/s: a swap brings 100 MiB back in about
+  // half a second. Taking the token from A after its usual idle time
+  // (100 ms) in each of its host pauses, B would stall the GPU for the
+  // swap and A would wait a turn of B's (40 times the swap) for each of
+  // its steps; waiting as long as the swap, B leaves A its pauses, and A
+  // runs its steps in its turn. (B's 8 s of steps outlast A's.)
+  TestGpu gpu(160 * kMiB);
+  const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "200"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_PREFETCH", "off"}});
+  auto jobs = started_jobs(gpu, 2, env);
+  Client& a = *jobs[0];
+  Client& b = *jobs[1];
+  // A few steps each first, so that a page-in has measured the copies'
+  // rate (before one, gshare assumes a GPU's, 20 GB/s).
+  for (Client* c : {&a, &b}) c->post("pagetrain 3 100M 2 1 10000 0");
+  for (Client* c : {&a, &b}) REQUIRE(starts_with(c->reply(60), "pagetrain ok 3 "));
+  REQUIRE(gpu.top_process(a.pid()).value("page_ins", uint64_t(0)) + gpu.top_process(b.pid()).value("page_ins", uint64_t(0)) >= 1);
+  // B sets up first, then A, whose memory pages B's out: A starts on the
+  // GPU, B waits with its memory out.
+  b.post("pagetrain @800 100M 2 1 10000 0");
+  REQUIRE(b.reply(60) == "pagetrain ready");
+  a.post("pagetrain @20 100M 2 1 10000 300");
+  REQUIRE(a.reply(60) == "pagetrain ready");
+  REQUIRE(await_residency(gpu, {&b}, "paged out", 10) == 0);
+  // A alone for a second: its turns are the long ones of a GPU that pages
+  // (40 times a switch's cost, up to 10 s) by the time B asks.
+  a.post("release");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  b.post("release");
+  const std::string reply = a.reply(120);
+  INFO(gpu.state());
+  REQUIRE(starts_with(reply, "pagetrain ok 20 "));
+  CHECK(a.reply(10) == "release ok");
+  const double elapsed_ms = std::stod(reply.substr(std::string("pagetrain ok 20 ").size()));
+  nlohmann::json pa = gpu.top_process(a.pid());
+  INFO("A's 20 steps took " << elapsed_ms << " ms; its page-outs " << pa.value("page_outs", uint64_t(0)));
+  INFO(a.stderr_text());
+  // Alone its steps take 6.2 s, within one turn. Taken from it in a
+  // pause, A would wait out a turn of B's (10 s).
+  CHECK(elapsed_ms < 9000);
+  b.post("release");
+  CHECK(starts_with(b.reply(60), "pagetrain ok "));
+}
+
 TEST_CASE("a freed allocation's device memory comes back before its host copy is unpinned", "[paging]") {
   // Unpinning tens of GB takes a real driver about a second (here 160 MiB
   // at 40 MB/s: 4 s). A job ending frees memory it keeps a host copy of
@@ -445,14 +491,15 @@ TEST_CASE("a job granted the token while its memory is out gets its whole turn o
 
 TEST_CASE("at its turn's end a holder goes on while the next job's memory is copied back", "[paging][more]") {
   // N was paged out for X, which then freed its memory. H runs in turns of
-  // 1 s; N asks for the token just after H starts, and its memory comes
-  // back ahead of its turn at 70 MB/s (1.5 s for 100 MiB). H's turn ends in
+  // 2 s; N asks for the token just after H starts, and its memory comes
+  // back ahead of its turn at 42 MB/s (2.5 s for 100 MiB). H's turn ends in
   // the middle of that copy: H goes on until the copy ends (for one more
-  // turn at most), and N starts with its memory there, the GPU never idle
-  // in between. Granted at H's turn's end, N would hold the token for the
-  // rest of the copy with the GPU idle.
+  // turn at most: room for the copy to take half as long again on a
+  // loaded machine), and N starts with its memory there, the GPU never
+  // idle in between. Granted at H's turn's end, N would hold the token for
+  // the rest of the copy (0.7 s) with the GPU idle.
   TestGpu gpu(256 * kMiB);
-  const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "70"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "1000"},
+  const Env env = paging({{"FAKE_CUDA_COPY_MBPS", "42"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "2000"},
                           {"FAKE_CUDA_TRACE", gpu.kernel_trace()}});
   auto jobs = started_jobs(gpu, 3, env);
   Client& h = *jobs[0];
@@ -463,10 +510,10 @@ TEST_CASE("at its turn's end a holder goes on while the next job's memory is cop
   REQUIRE(gpu.top_process(n.pid()).value("residency", "") == "paged out");
   REQUIRE(x.send("free theirs", 30) == "free ok");
   REQUIRE(h.send("alloc 60M mine") == "alloc ok mine");
-  h.post("train 150 1 20000 sync 0");  // 3 s of 20 ms steps
+  h.post("train 250 1 20000 sync 0");  // 5 s of 20 ms steps
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   n.post("train 25 1 20000 sync 0");
-  CHECK(starts_with(h.reply(60), "train ok 150 "));
+  CHECK(starts_with(h.reply(60), "train ok 250 "));
   CHECK(starts_with(n.reply(60), "train ok 25 "));
   const auto all = read_kernel_trace(gpu.kernel_trace());
   const auto mine = kernels_of(all, n.pid());
