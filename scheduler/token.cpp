@@ -106,9 +106,10 @@ uint64_t median_switch_cost(const JobTable& t) {
 }
 
 // What moving the job's memory takes at the GPU's page-in rate `rate`
-// (> 0): all of it, out now or not.
+// (> 0): all of it, out now or not. At most an hour, whatever a slot says.
 uint64_t swap_ns_of(const Slot& s, double rate) {
-  return uint64_t(double(s.paged_out_bytes + s.movable_bytes) / rate * 1e9);
+  const double ns = (double(s.paged_out_bytes) + double(s.movable_bytes)) / rate * 1e9;
+  return uint64_t(std::min(ns, 3600e9));
 }
 
 // Whether a job marked waiting is not: switched out at its slice's end
@@ -681,11 +682,11 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
 // way: in one H200 run jobs in their first steps swapped four times in
 // 7 s. Waiting as long as the swap would take, a waiter loses at most
 // that much when the holder has truly stopped. 0 when its memory is on
-// the GPU.
+// the GPU; a turn's longest at most.
 uint64_t takeover_swap_ns(const Region& r, const Slot& me) {
   if (me.residency == shm::kResident) return 0;
   const double rate = page_in_rate(r);
-  return rate > 0 ? swap_ns_of(me, rate) : 0;
+  return rate > 0 ? std::min(swap_ns_of(me, rate), tunables::kMaxTurnNs) : 0;
 }
 
 // What a waiter knows about the holder's activity: its launch count, and

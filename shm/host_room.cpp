@@ -16,7 +16,8 @@ uint64_t HostRoom::need_of(const Slot& s) { return saturating_sub(s.movable_byte
 
 bool HostRoom::fits(const Slot& s, uint64_t added, bool freeing_kept) const {
   const uint64_t own = s.residency == kResident ? s.host_paging_bytes : 0;
-  return held + added + need_of(s) <= limit + (freeing_kept ? saturating_sub(kept, own) : 0);
+  return saturating_add(saturating_add(held, added), need_of(s)) <=
+         saturating_add(limit, freeing_kept ? saturating_sub(kept, own) : 0);
 }
 
 HostRoom host_room(const Region& r, uint64_t limit) {
@@ -24,8 +25,8 @@ HostRoom host_room(const Region& r, uint64_t limit) {
   room.limit = limit;
   for (const Slot& s : r.slots) {
     if (s.state != kSlotLive) continue;
-    room.held += s.host_paging_bytes;
-    if (s.residency == kResident) room.kept += s.host_paging_bytes;
+    room.held = saturating_add(room.held, s.host_paging_bytes);
+    if (s.residency == kResident) room.kept = saturating_add(room.kept, s.host_paging_bytes);
   }
   return room;
 }
