@@ -292,8 +292,9 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
   // ran at all. Where no resident job's page-out fits the host-memory
   // limit, even with the kept copies freed, a grant would only hold the
   // token while nothing can make its room: it waits for jobs to end.
-  // (Nor one whose memory is on its way out or back: that ends by itself,
-  // soon, and a prefetch's page-in copying is the holder's cue to run on.)
+  // (Nor one whose memory is on its way out or being copied back by a
+  // prefetch: that ends by itself, soon, and the copy is the holder's cue
+  // to run on.)
   if (!t.ahead && policy != Policy::kFifo) {
     const Region& r = *arbiter.region();
     const uint64_t now = mono_now_ns();
@@ -309,7 +310,10 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
     }
     auto away_a_turn = [&](int i) {
       const Slot& s = r.slots[t.jobs[i].id];
-      if (!swap_fits || s.residency != shm::kPagedOut) return false;
+      // Out, or waiting for its turn to page in (a demand page-in waits
+      // for the token marked paging in); not paging out, nor copying back.
+      const bool waits_out = s.residency == shm::kPagedOut || (s.residency == shm::kPagingIn && !s.prefetch_copying);
+      if (!swap_fits || !waits_out) return false;
       const uint64_t since = s.accounted_mono_ns != 0 ? s.accounted_mono_ns : s.arrival_mono_ns;
       return now > since && now - since >= t.jobs[i].turn_ns;
     };

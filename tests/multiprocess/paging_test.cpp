@@ -345,8 +345,9 @@ TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident j
   // ask for the token (granted, it would wait for its room), but for one
   // turn at most; then its grant pages it in, a resident job paged out for
   // it. Copies at 4000 MB/s make turns of about a second (40 times a
-  // switch's cost), a job's steps 6 s. Passed over until they end, the
-  // third would start when the other two end, at twice their time.
+  // switch's cost), a job's steps 6 s. When the first job ends, the others
+  // have had about as much GPU time; passed over until the resident jobs
+  // end, the third would have had none.
   TestGpu gpu(256 * kMiB);
   const Env env = paging({{"GSHARE_PREFETCH", "off"}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "50"},
                           {"FAKE_CUDA_COPY_MBPS", "4000"}});
@@ -354,23 +355,36 @@ TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident j
   for (auto& job : jobs) job->post("pagetrain @300 100M 4 2 10000 0");
   for (auto& job : jobs) REQUIRE(job->reply(120) == "pagetrain ready");
   for (auto& job : jobs) job->post("release");
-  std::vector<double> elapsed;
+  // The token time of each job as the first one ends (frees its memory).
+  std::vector<double> served;
+  const bool one_ended = poll_until(
+      [&] {
+        const nlohmann::json top = gpu.top_json();
+        served.clear();
+        bool ended = false;
+        for (const nlohmann::json& p : top["gpus"][0]["processes"]) {
+          served.push_back(p.value("served_ms", 0.0));
+          ended = ended || p.value("reserved_bytes", uint64_t(0)) + p.value("paged_out_bytes", uint64_t(0)) < 50 * kMiB;
+        }
+        return ended && served.size() == 3;
+      },
+      120);
   std::string logs;
   for (auto& job : jobs) {
     const std::string reply = job->reply(180);
     INFO(gpu.state());
-    REQUIRE(starts_with(reply, "pagetrain ok 300 "));
+    CHECK(starts_with(reply, "pagetrain ok 300 "));
     CHECK(job->reply(10) == "release ok");
-    elapsed.push_back(std::stod(reply.substr(std::string("pagetrain ok 300 ").size())));
     logs += job->stderr_text();
   }
   INFO(logs);
-  const double first = *std::min_element(elapsed.begin(), elapsed.end());
-  const double last = *std::max_element(elapsed.begin(), elapsed.end());
-  INFO("ended after " << elapsed[0] << ", " << elapsed[1] << ", " << elapsed[2] << " ms");
-  // In turns the three end within a round of each other (about 3 s of
-  // about 20 s); in pairs the first two end at two thirds of the last.
-  CHECK(first >= 0.8 * last);
+  REQUIRE(one_ended);
+  const double least = *std::min_element(served.begin(), served.end());
+  const double most = *std::max_element(served.begin(), served.end());
+  INFO("token time as the first job ended: " << served[0] << ", " << served[1] << ", " << served[2] << " ms");
+  // In turns each is at most a turn or two behind (a turn is about a
+  // second of 6); in pairs the third had only its set-up.
+  CHECK(least >= 0.3 * most);
 }
 
 TEST_CASE("a paged-out waiter takes the token from a still holder only after as long as its swap", "[paging][more]") {
