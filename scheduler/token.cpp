@@ -285,7 +285,9 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
   // For one of its turns at most, where a swap could bring it back: a job
   // away from the GPU that long (since it last held the token, or since it
   // came) competes as any other, and its grant pages it in on demand, room
-  // made by paging a resident job out. Where no prefetch brings it back
+  // made by paging a resident job out. (Its own turn: 40 times what a switch
+  // to it costs, so that the swap its grant forces comes no more often
+  // than its turns pay for.) Where no prefetch brings it back
   // (prefetch off, or a swap past the host limit without the copies
   // resident jobs keep) it would otherwise wait for the resident jobs to
   // end: under fair, two jobs of four ran to their end before the others
@@ -304,12 +306,18 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
     };
     const shm::HostRoom host = shm::host_room(r, g_host_limit_bytes.load(std::memory_order_relaxed));
     bool swap_fits = false;
-    for (int i = 0; i < t.count && !swap_fits; ++i) {
+    int memory_waiters = 0;
+    for (int i = 0; i < t.count; ++i) {
       const Slot& s = r.slots[t.jobs[i].id];
-      swap_fits = s.residency == shm::kResident && s.movable_bytes != 0 && host.fits(s, 0);
+      swap_fits = swap_fits || (s.residency == shm::kResident && s.movable_bytes != 0 && host.fits(s, 0));
+      if (s.admission != shm::kAdmitted) ++memory_waiters;
     }
     auto away_a_turn = [&](int i) {
       const Slot& s = r.slots[t.jobs[i].id];
+      // Room that a job waiting in an allocation waits for goes to it
+      // first: paged out to make it, a job granted back after its turn
+      // took it back, and a newcomer waited for the others to end.
+      if (memory_waiters > (s.admission != shm::kAdmitted ? 1 : 0)) return false;
       // Out, or waiting for its turn to page in (a demand page-in waits
       // for the token marked paging in); not paging out, nor copying back.
       const bool waits_out = s.residency == shm::kPagedOut || (s.residency == shm::kPagingIn && !s.prefetch_copying);

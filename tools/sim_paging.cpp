@@ -142,13 +142,19 @@ bool demand_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used, u
 // the pick sees it resident, unless making its room would pass the host
 // limit; without, it is passed over until it has been away for one of its
 // turns (as long as a switch to it makes it), and then paged in on demand,
-// unless no swap could make its room within the host limit.
+// unless no swap could make its room within the host limit or a job yet to
+// allocate waits for room.
 bool passed_over(const std::vector<JobState>& jobs, int i, int holder, uint64_t now, uint64_t used,
                  uint64_t capacity, const PagingModel& model) {
   const JobState& job = jobs[i];
   if (!job.started || job.resident) return false;
   if (model.prefetch && prefetch_fits_host(jobs, i, used, capacity, model)) return false;
-  if (now >= job.last_run_ns && now - job.last_run_ns >= turn_ns(job.quantum_ns, copy_ns(job.bytes, model)) &&
+  // Room a job yet to allocate waits for goes to it first.
+  bool newcomer = false;
+  for (size_t k = 0; k < jobs.size(); ++k)
+    newcomer = newcomer || (int(k) != i && !jobs[k].started && wants_gpu(jobs[k], now));
+  if (!newcomer && now >= job.last_run_ns &&
+      now - job.last_run_ns >= turn_ns(job.quantum_ns, copy_ns(job.bytes, model)) &&
       demand_fits_host(jobs, i, used, capacity, model))
     return false;
   for (size_t k = 0; k < jobs.size(); ++k) {

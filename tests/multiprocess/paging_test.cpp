@@ -303,7 +303,7 @@ TEST_CASE("while jobs take turns through host memory, a resident job makes its h
   CHECK(pinned_less);
 }
 
-TEST_CASE("host memory for a swap is enough: resident jobs free the copies they keep", "[paging][more]") {
+TEST_CASE("host memory for a swap is enough: resident jobs free the copies they keep", "[paging][turns]") {
   // Three jobs of 100 MiB on 256 MiB take turns, two on the GPU at a time.
   // A swap needs host memory for two of them (one going out while one
   // comes in), and GSHARE_HOST_MEM_LIMIT holds that, not three. A job paged
@@ -339,7 +339,7 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
   CHECK(least < 100.0);
 }
 
-TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident jobs to end", "[paging][more]") {
+TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident jobs to end", "[paging][turns]") {
   // Three jobs of 100 MiB on 256 MiB under fair, prefetch off: two fit,
   // the third is paged out. It is passed over while the two resident jobs
   // ask for the token (granted, it would wait for its room), but for one
@@ -388,7 +388,7 @@ TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident j
   CHECK(least >= 0.3 * most);
 }
 
-TEST_CASE("a paged-out waiter takes the token from a still holder only after as long as its swap", "[paging][more]") {
+TEST_CASE("a paged-out waiter takes the token from a still holder only after as long as its swap", "[paging][turns]") {
   // Two jobs of 100 MiB on 160 MiB: one at a time on the GPU. A runs a
   // 10 ms kernel and then works 300 ms on the host, 20 times; B computes
   // without pause. Copies at 200 MB/s: a swap brings 100 MiB back in about
@@ -470,7 +470,7 @@ TEST_CASE("a freed allocation's device memory comes back before its host copy is
   CHECK(gpu.top_process(a.pid()).value("host_paging_bytes", uint64_t(0)) == 0);
 }
 
-TEST_CASE("a job granted the token while its memory is out gets its whole turn once it is back", "[paging][more]") {
+TEST_CASE("a job granted the token while its memory is out gets its whole turn once it is back", "[paging][turns]") {
   // Only one of A and B fits. B took A's room while A sat idle; when A
   // launches again it is granted the token and waits, holding it, for B's
   // page-out and its own page-in (copies at 200 MB/s: about a second
@@ -504,7 +504,7 @@ TEST_CASE("a job granted the token while its memory is out gets its whole turn o
   CHECK(starts_with(a.reply(60), "train ok 100 "));
 }
 
-TEST_CASE("at its turn's end a holder goes on while the next job's memory is copied back", "[paging][more]") {
+TEST_CASE("at its turn's end a holder goes on while the next job's memory is copied back", "[paging][turns]") {
   // N was paged out for X, which then freed its memory. H runs in turns of
   // 2 s; N asks for the token just after H starts, and its memory comes
   // back ahead of its turn at 42 MB/s (2.5 s for 100 MiB). H's turn ends in
