@@ -28,6 +28,24 @@ struct Device {
   std::atomic<bool> attached{false};
 };
 
+// The job marked busy on a GPU (Slot::gpu_waits) for a scope, as inside
+// a host sync: while it waits for its own work or pages its memory in, a
+// waiter must not take it for an idle holder. Null: nothing to mark.
+class GpuBusy {
+ public:
+  explicit GpuBusy(shm::Slot* slot) : slot_(slot) {
+    if (slot_) slot_->gpu_waits.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~GpuBusy() {
+    if (slot_) slot_->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+  }
+  GpuBusy(const GpuBusy&) = delete;
+  GpuBusy& operator=(const GpuBusy&) = delete;
+
+ private:
+  shm::Slot* slot_;
+};
+
 // Keeps the options for attaching devices later, and `on_attach`, called
 // each time a device attaches (the runtime starts its upkeep thread
 // there). Called once at cuInit.

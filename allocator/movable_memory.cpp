@@ -140,12 +140,11 @@ CUresult free_movable(const Allocation& entry) {
   // goes (queued kernels may still use it).
   if (!entry.paged && entry.context != 0 &&
       api.ctx_push_current(reinterpret_cast<CUcontext>(entry.context)) == CUDA_SUCCESS) {
-    // Busy meanwhile, as in a host sync: not a holder found idle.
     Device* device = attached_device(entry.device);
-    shm::Slot* slot = device ? device->account.slot() : nullptr;
-    if (slot) slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
-    api.ctx_synchronize();
-    if (slot) slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
+    {
+      GpuBusy busy(device ? device->account.slot() : nullptr);
+      api.ctx_synchronize();
+    }
     CUcontext ignored;
     api.ctx_pop_current(&ignored);
   }

@@ -604,11 +604,7 @@ CUresult page_in(Device& device, bool prefetch, uint64_t* short_bytes = nullptr)
   // Busy while it pages in, like a thread in a host sync: a job that holds
   // its token for this launches nothing meanwhile, and must not lose it as
   // idle (scheduler/token.h), nor be asked for its memory.
-  struct Busy {
-    Slot* slot;
-    explicit Busy(Slot* s) : slot(s) { slot->gpu_waits.fetch_add(1, std::memory_order_relaxed); }
-    ~Busy() { slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed); }
-  } busy(arbiter.slot());
+  GpuBusy busy(arbiter.slot());
   // What is out, by class: what is reserved below. Frees and a prefetch
   // make it less meanwhile; the surplus goes back after the copies.
   uint64_t want[2];
