@@ -107,28 +107,18 @@ std::vector<int> victims_for(const std::vector<JobState>& jobs, int j, uint64_t 
   return victims;
 }
 
-// Whether a prefetch of job `j` could page its victims out within the host
-// memory still free, as live (allocator/page_requests.h): a prefetch never
-// has other jobs' kept copies freed for it, and pins nothing past the limit.
-bool prefetch_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used, uint64_t capacity,
-                        const PagingModel& model) {
-  if (!model.host_limit_bytes) return true;
-  uint64_t pins = 0;
-  for (int v : victims_for(jobs, j, used, capacity))
-    pins += jobs[v].bytes - std::min(jobs[v].host, jobs[v].bytes);
-  return host_held(jobs) + pins <= model.host_limit_bytes;
-}
-
-// Whether a page-in of job `j` in its turn could make its room within the
-// host limit, the copies resident jobs keep freed for it, as live
-// (page_out_pins).
-bool demand_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used, uint64_t capacity,
-                      const PagingModel& model) {
+// Whether the page-outs that make room for job `j` fit the host limit, as
+// live (shm/host_room.h): with the copies other resident jobs keep freed
+// for them (`freeing_kept`: a page-in in its turn, page_out_pins), or
+// within the host memory still free (a prefetch never has kept copies
+// freed for it, and pins nothing past the limit).
+bool swap_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used, uint64_t capacity,
+                    const PagingModel& model, bool freeing_kept) {
   if (!model.host_limit_bytes) return true;
   const std::vector<int> victims = victims_for(jobs, j, used, capacity);
   uint64_t pins = 0, kept = 0;
   for (int v : victims) pins += jobs[v].bytes - std::min(jobs[v].host, jobs[v].bytes);
-  for (size_t k = 0; k < jobs.size(); ++k)
+  for (size_t k = 0; freeing_kept && k < jobs.size(); ++k)
     if (jobs[k].resident && std::find(victims.begin(), victims.end(), int(k)) == victims.end())
       kept += jobs[k].host;
   return host_held(jobs) + pins <= model.host_limit_bytes + kept;
@@ -148,14 +138,14 @@ bool passed_over(const std::vector<JobState>& jobs, int i, int holder, uint64_t 
                  uint64_t capacity, const PagingModel& model) {
   const JobState& job = jobs[i];
   if (!job.started || job.resident) return false;
-  if (model.prefetch && prefetch_fits_host(jobs, i, used, capacity, model)) return false;
+  if (model.prefetch && swap_fits_host(jobs, i, used, capacity, model, /*freeing_kept=*/false)) return false;
   // Room a job yet to allocate waits for goes to it first.
   bool newcomer = false;
   for (size_t k = 0; k < jobs.size(); ++k)
     newcomer = newcomer || (int(k) != i && !jobs[k].started && wants_gpu(jobs[k], now));
   if (!newcomer && now >= job.last_run_ns &&
       now - job.last_run_ns >= turn_ns(job.quantum_ns, copy_ns(job.bytes, model)) &&
-      demand_fits_host(jobs, i, used, capacity, model))
+      swap_fits_host(jobs, i, used, capacity, model, /*freeing_kept=*/true))
     return false;
   for (size_t k = 0; k < jobs.size(); ++k) {
     const JobState& other = jobs[k];
@@ -289,7 +279,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     bool evicted_prev = false;
     // A prefetch that would pass the host limit does not happen (live asks
     // only for page-outs within the free host memory): the copies wait.
-    const bool fits_host = job.resident || prefetch_fits_host(jobs, j, used, capacity, model);
+    const bool fits_host = job.resident || swap_fits_host(jobs, j, used, capacity, model, /*freeing_kept=*/false);
     if (!job.resident) {
       for (int victim : victims_for(jobs, j, used, capacity)) {
         pinned += page_out_pins(jobs, victim, model);
