@@ -304,26 +304,31 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
       const uint32_t residency = r.slots[t.jobs[i].id].residency;
       return residency == shm::kPagedOut || residency == shm::kPagingIn || residency == shm::kPagingOut;
     };
-    const shm::HostRoom host = shm::host_room(r, g_host_limit_bytes.load(std::memory_order_relaxed));
-    bool swap_fits = false;
+    // Read at the first job out that has been away a turn: most picks
+    // (nothing paged out, or no resident job asking) need neither.
+    bool weighed = false, swap_fits = false;
     int memory_waiters = 0;
-    for (int i = 0; i < t.count; ++i) {
-      const Slot& s = r.slots[t.jobs[i].id];
-      swap_fits = swap_fits || (s.residency == shm::kResident && s.movable_bytes != 0 && host.fits(s, 0));
-      if (s.admission != shm::kAdmitted) ++memory_waiters;
-    }
+    auto weigh = [&] {
+      weighed = true;
+      const shm::HostRoom host = shm::host_room(r, g_host_limit_bytes.load(std::memory_order_relaxed));
+      for (int i = 0; i < t.count; ++i) {
+        const Slot& s = r.slots[t.jobs[i].id];
+        swap_fits = swap_fits || (s.residency == shm::kResident && s.movable_bytes != 0 && host.fits(s, 0));
+        if (s.admission != shm::kAdmitted) ++memory_waiters;
+      }
+    };
     auto away_a_turn = [&](int i) {
       const Slot& s = r.slots[t.jobs[i].id];
-      // Room that a job waiting in an allocation waits for goes to it
-      // first: paged out to make it, a job granted back after its turn
-      // took it back, and a newcomer waited for the others to end.
-      if (memory_waiters > (s.admission != shm::kAdmitted ? 1 : 0)) return false;
       // Out, or waiting for its turn to page in (a demand page-in waits
       // for the token marked paging in); not paging out, nor copying back.
       const bool waits_out = s.residency == shm::kPagedOut || (s.residency == shm::kPagingIn && !s.prefetch_copying);
-      if (!swap_fits || !waits_out) return false;
       const uint64_t since = s.accounted_mono_ns != 0 ? s.accounted_mono_ns : s.arrival_mono_ns;
-      return now > since && now - since >= t.jobs[i].turn_ns;
+      if (!waits_out || now <= since || now - since < t.jobs[i].turn_ns) return false;
+      if (!weighed) weigh();
+      // Room that a job waiting in an allocation waits for goes to it
+      // first: paged out to make it, a job granted back after its turn
+      // took it back, and a newcomer waited for the others to end.
+      return swap_fits && memory_waiters <= (s.admission != shm::kAdmitted ? 1 : 0);
     };
     bool resident_asks = false;
     int32_t top_resident = INT32_MIN;  // the highest priority of a resident job that asks
