@@ -255,6 +255,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
   bool turn_timed_out = false;
   Requests requests;
   uint64_t page_outs_asked_at = 0, token_kept_since = 0;
+  bool kept_token = false;  // it waited with its token for page-outs
   uint64_t now = 0;
   for (;;) {
     if (!take_turn(arbiter, kind, [&] { return started() + turn_wait_ns(); })) {
@@ -276,8 +277,10 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     // for the token, so that the holder ends its slice at its next boundary
     // and gives its cache back; the token, if it comes, is taken only to
     // try again. Waiting for admission (others to shrink or leave), it does
-    // not compete at all.
-    const bool contends = result.status != ReserveStatus::kInadmissible;
+    // not compete at all, except under paging: with the token it asks the
+    // jobs that then run no more to page out (below). Not competing, it
+    // waited for a lone running job to end.
+    const bool contends = result.status != ReserveStatus::kInadmissible || paging_enabled();
     // Counted as waiting (gshare-top, memory_waiters) from its first
     // refusal, also while it waits with its token for page-outs below: a
     // prefetch defers to it (allocator/pager.h), so that the room those
@@ -306,6 +309,7 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
       note_waiting();
       ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
       if (keep_token_for_room(arbiter, &token_kept_since, now)) {
+        kept_token = true;
         uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
         me.gpu_waits.fetch_add(1, std::memory_order_relaxed);
         shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
@@ -323,6 +327,15 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     ask_for_page_outs(arbiter, short_of(result, bytes), &page_outs_asked_at);
     answer_release_requests();
     if (arbiter.has_dead_slots()) arbiter.reclaim_dead_slots();
+    if (contends && paging_enabled() && result.status != ReserveStatus::kLaneBusy) {
+      // Under paging the room comes with the token (the holder's branch
+      // above): it waits for its turn as a contender, so that a lone
+      // running job's slice ends for it. Waiting on the futex alone, it
+      // asked nobody for the token and waited for that job to end.
+      scheduler::wait_for_token(arbiter, while_waiting_for_turn, deadline);
+      now = mono_now_ns();
+      continue;
+    }
     if (contends) {
       // Until something changes (a grant, memory given back), then the
       // token again: the policy decides when it comes.
@@ -367,6 +380,9 @@ ReserveResult admit(Device& device, const char* call, uint64_t bytes, uint32_t a
     return {ReserveStatus::kOverCapacity, r.header.capacity_bytes, r.header.reserved_bytes};
   }
   if (result.status == ReserveStatus::kGranted) {
+    // Its turn runs from when the room is there, as after a page-in: the
+    // wait for page-outs is not its work.
+    if (kept_token) scheduler::restart_turn(arbiter);
     if (waited_s >= 1) GSHARE_INFO("%s on GPU %s admitted after %.1f s", call, device.uuid, waited_s);
     else if (start) GSHARE_DEBUG("%s of %.1f MiB on GPU %s admitted after %.3f s", call, double(bytes) / MiB,
                                  device.uuid, waited_s);

@@ -7,7 +7,9 @@
 //   inadmissible   the safety condition ΣP + Σ_lanes max E <= C would fail
 //                  (rules/lanes.h). The job steps aside from the launch
 //                  token, so that it blocks nobody, and waits for others to
-//                  shrink or leave.
+//                  shrink or leave. Under paging it waits for the token
+//                  instead (also over capacity): with it, it asks the jobs
+//                  then not running to page out (allocator/page_requests.h).
 //   over capacity  the condition holds, but the bytes are held now: by the
 //                  running job of its lane (a turn), or as cache by a job
 //                  that is switched out. The cache holders are asked to

@@ -769,6 +769,11 @@ void prefetch(Device& device) {
   } else {
     deferred_since = 0;
   }
+  // The holder paging in on demand waits for room that page-outs make for
+  // it: a prefetch would take it back (the job paged out for it, next in
+  // line, prefetched at once, and a second job paged out). Not bounded in
+  // time like the deferral above: that page-in ends, with room or refused.
+  if (scheduler::holder_pages_in(arbiter)) return;
   int nx = scheduler::next_in_line(arbiter);
   if (nx != arbiter.own_slot()) return;
   uint64_t short_bytes = 0;

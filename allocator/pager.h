@@ -30,7 +30,9 @@
 // call go on: a kernel never runs against memory that is not there.
 //
 // Prefetch. A paged-out job waiting for its turn gets its persistent
-// memory back ahead of it from its pager thread, when the room is free now.
+// memory back ahead of it from its pager thread, when the room is free now
+// and no one waits for it: not while another job waits in an allocation
+// (for 2 s at most), nor while the holder of the token pages in on demand.
 //
 // Host memory. Pinned host copies are kept for the allocation's life, so
 // that later page-outs cost no pinning; the jobs of one GPU hold at most

@@ -332,6 +332,17 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
     };
     bool resident_asks = false;
     int32_t top_resident = INT32_MIN;  // the highest priority of a resident job that asks
+    // So does a holder that waits with its token for room (to be admitted,
+    // or to page in): granted at the end of that holder's slice, the job
+    // paging out for it took the token, paged back in, and the room was
+    // gone. Its wait is bounded (keep_token_for_room).
+    if (current >= 0) {
+      const Slot& h = r.slots[t.jobs[current].id];
+      if (h.admission != shm::kAdmitted || (h.residency == shm::kPagingIn && !h.prefetch_copying)) {
+        resident_asks = true;
+        top_resident = t.jobs[current].priority;
+      }
+    }
     for (int i = 0; i < t.count; ++i) {
       if (i == current || !t.jobs[i].active || out(i) || !asks_for_token(arbiter, t.jobs[i].id)) continue;
       resident_asks = true;
@@ -376,12 +387,15 @@ int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t,
   int next = pick_locked(arbiter, policy, t, current, true);
   // (prefetch's own rule keeps the clocks within a turn: rules/policy.h.)
   if (next != current || current < 0 || (policy != Policy::kFair && policy != Policy::kPack)) return next;
-  const Job& holder = t.jobs[current];
+  // Among the jobs the pick leaves in (not parked: a job whose page-out is
+  // under way for the holder, granted here, took the room back).
+  Job& holder = t.jobs[current];
   const uint64_t within = holder.vtime_ns + quantum_ns;
-  for (int i = 0; i < t.count; ++i) {
-    if (i == current || !t.jobs[i].active || t.jobs[i].vtime_ns >= within) continue;
-    if (next == current || t.jobs[i].vtime_ns < t.jobs[next].vtime_ns) next = i;
-  }
+  const bool was_active = holder.active;
+  holder.active = false;
+  const int other = pick_locked(arbiter, policy, t, current, true);
+  holder.active = was_active;
+  if (other >= 0 && other != current && t.jobs[other].vtime_ns < within) return other;
   return next;
 }
 
@@ -1264,6 +1278,21 @@ int next_in_line(Arbiter& arbiter) {
     if (next >= 0) next_slot = t.jobs[next].id;
   });
   return next_slot;
+}
+
+bool holder_pages_in(const Arbiter& arbiter) {
+  const Region& r = *arbiter.region();
+  const int own = arbiter.own_slot();
+  if (own < 0) return false;
+  const shm::Token& token = r.header.tokens[token_index(r, own)];
+  const uint32_t holder = __atomic_load_n(&token.holder, __ATOMIC_RELAXED);
+  if (holder == 0 || holder > kMaxSlots || int(holder) - 1 == own) return false;
+  const Slot& s = r.slots[holder - 1];
+  if (__atomic_load_n(&s.state, __ATOMIC_RELAXED) != shm::kSlotLive ||
+      __atomic_load_n(&s.generation, __ATOMIC_RELAXED) != __atomic_load_n(&token.holder_generation, __ATOMIC_RELAXED))
+    return false;
+  return __atomic_load_n(&s.residency, __ATOMIC_RELAXED) == shm::kPagingIn &&
+         !__atomic_load_n(&s.prefetch_copying, __ATOMIC_RELAXED);
 }
 
 bool holds_token(const Arbiter& arbiter) {

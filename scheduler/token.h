@@ -128,6 +128,12 @@ void step_aside(shm::Arbiter& arbiter, bool still_waiting = false);
 // Takes the lock.
 int next_in_line(shm::Arbiter& arbiter);
 
+// Whether the job holding this job's token is paging in on demand: it
+// waits for room, or copies into the room it got. The room goes to it
+// first, and a prefetch of whoever runs after it waits (allocator/pager.h).
+// A racy read, without the lock.
+bool holder_pages_in(const shm::Arbiter& arbiter);
+
 // Whether this job holds its token now (a racy read: for decisions the
 // owner alone makes about itself).
 bool holds_token(const shm::Arbiter& arbiter);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/multiprocess/harness.h"
@@ -328,6 +329,7 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
     CHECK(starts_with(reply, "pagetrain ok 600 "));
     logs += job->stderr_text();
   }
+  { FILE* f = fopen("/tmp/room_logs.txt", "w"); fputs(logs.c_str(), f); fclose(f); }
   INFO(logs);
   CHECK(logs.find("of host copies for another job's page-out") != std::string::npos);
   // Only what the swap lacks is freed (about 50 MiB over the limit), not a
@@ -378,6 +380,7 @@ TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident j
     CHECK(job->reply(10) == "release ok");
     logs += job->stderr_text();
   }
+  { FILE* f = fopen("/tmp/room_logs.txt", "w"); fputs(logs.c_str(), f); fclose(f); }
   INFO(logs);
   REQUIRE(one_ended);
   const double least = *std::min_element(served.begin(), served.end());
@@ -502,6 +505,68 @@ TEST_CASE("a job granted the token while its memory is out gets its whole turn o
   CHECK(a.stderr_text().find("paging in") != std::string::npos);
   CHECK(elapsed_ms < 500);
   CHECK(starts_with(a.reply(60), "train ok 100 "));
+}
+
+TEST_CASE("the room page-outs make for a holder's page-in is not taken back by a prefetch", "[paging][turns]") {
+  // Only one of two jobs fits (150 MiB each on 256 MiB), so at every
+  // switch the holder pages in on demand and the other pages out for it.
+  // The job paged out is next in line: its pager must not prefetch its
+  // memory back into the room made for the holder (which then asked it
+  // again, and it paged out twice per switch). The second job also comes
+  // in while the first runs alone: it is admitted by the first's page-out,
+  // not after the first has ended. Debug log lines carry their time.
+  TestGpu gpu(256 * kMiB);
+  auto jobs = started_jobs(gpu, 2, paging({{"FAKE_CUDA_COPY_MBPS", "8000"}, {"GSHARE_POLICY", "fair"},
+                                           {"GSHARE_QUANTUM_MS", "100"}, {"GSHARE_LOG", "debug"}}));
+  for (auto& job : jobs) job->post("pagetrain 450 150M 3 1 20000 0");
+  std::vector<std::string> logs;
+  for (auto& job : jobs) {
+    const std::string reply = job->reply(120);
+    INFO(gpu.state());
+    CHECK(starts_with(reply, "pagetrain ok 450 "));
+    logs.push_back(job->stderr_text());
+  }
+  INFO(logs[0] << logs[1]);
+  const std::regex waits(R"(gshare: ([0-9.]+) GPU \S+: paging in .* waits for room)");
+  const std::regex in(R"(gshare: ([0-9.]+) GPU \S+: paged in [0-9.]+ MiB in)");
+  const std::regex prefetched(R"(gshare: ([0-9.]+) GPU \S+: prefetched [0-9.]+ MiB in ([0-9.]+) ms)");
+  int waits_seen = 0, taken_back = 0;
+  for (int x : {0, 1}) {
+    // Each wait of x for room, up to its page-in.
+    std::vector<std::pair<double, double>> spans;
+    double began = -1;
+    std::istringstream lines(logs[size_t(x)]);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (std::regex_search(line, m, waits)) began = std::stod(m[1]);
+      else if (std::regex_search(line, m, in) && began >= 0) {
+        spans.emplace_back(began, std::stod(m[1]));
+        began = -1;
+      }
+    }
+    waits_seen += int(spans.size());
+    // A prefetch of the other job that began inside one of them.
+    std::istringstream other(logs[size_t(1 - x)]);
+    for (std::string line; std::getline(other, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, prefetched)) continue;
+      const double copy_began = std::stod(m[1]) - std::stod(m[2]) / 1000;
+      for (const auto& [from, to] : spans) taken_back += copy_began > from && copy_began < to;
+    }
+  }
+  CHECK(waits_seen >= 1);
+  CHECK(taken_back == 0);
+  for (auto& job : jobs) {
+    // Admitted while the other ran, after one page-out: not at its end.
+    const std::string err = job->stderr_text();
+    const size_t at = err.find("waits for admission");
+    if (at == std::string::npos) continue;
+    const std::regex admitted(R"(admitted after ([0-9.]+) s)");
+    std::smatch m;
+    const std::string rest = err.substr(at);
+    REQUIRE(std::regex_search(rest, m, admitted));
+    CHECK(std::stod(m[1]) < 2.0);
+  }
 }
 
 TEST_CASE("at its turn's end a holder goes on while the next job's memory is copied back", "[paging][turns]") {
