@@ -329,7 +329,6 @@ TEST_CASE("host memory for a swap is enough: resident jobs free the copies they 
     CHECK(starts_with(reply, "pagetrain ok 600 "));
     logs += job->stderr_text();
   }
-  { FILE* f = fopen("/tmp/room_logs.txt", "w"); fputs(logs.c_str(), f); fclose(f); }
   INFO(logs);
   CHECK(logs.find("of host copies for another job's page-out") != std::string::npos);
   // Only what the swap lacks is freed (about 50 MiB over the limit), not a
@@ -380,7 +379,6 @@ TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident j
     CHECK(job->reply(10) == "release ok");
     logs += job->stderr_text();
   }
-  { FILE* f = fopen("/tmp/room_logs.txt", "w"); fputs(logs.c_str(), f); fclose(f); }
   INFO(logs);
   REQUIRE(one_ended);
   const double least = *std::min_element(served.begin(), served.end());
