@@ -90,6 +90,14 @@ double page_in_rate(const Region& r) {
 // Whether the job wants the token or holds it: active on fair's clock.
 bool wants_token(const Slot& s) { return s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning; }
 
+// Whether the slot's job pages in on demand (marked paging in by its own
+// page-in, which waits for its turn and room, then copies), not by a
+// prefetch's copy. Read racily where the lock is not held.
+bool pages_in_on_demand(const Slot& s) {
+  return __atomic_load_n(&s.residency, __ATOMIC_RELAXED) == shm::kPagingIn &&
+         !__atomic_load_n(&s.prefetch_copying, __ATOMIC_RELAXED);
+}
+
 // GSHARE_IDLE_MS of the slot's job (100 ms where a slot has none).
 uint64_t idle_time_of(const Slot& s) { return s.idle_ns ? s.idle_ns : 100'000'000; }
 
@@ -321,7 +329,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
       const Slot& s = r.slots[t.jobs[i].id];
       // Out, or waiting for its turn to page in (a demand page-in waits
       // for the token marked paging in); not paging out, nor copying back.
-      const bool waits_out = s.residency == shm::kPagedOut || (s.residency == shm::kPagingIn && !s.prefetch_copying);
+      const bool waits_out = s.residency == shm::kPagedOut || pages_in_on_demand(s);
       const uint64_t since = s.accounted_mono_ns != 0 ? s.accounted_mono_ns : s.arrival_mono_ns;
       if (!waits_out || now <= since || now - since < t.jobs[i].turn_ns) return false;
       if (!weighed) weigh();
@@ -338,7 +346,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
     // gone. Its wait is bounded (keep_token_for_room).
     if (current >= 0) {
       const Slot& h = r.slots[t.jobs[current].id];
-      if (h.admission != shm::kAdmitted || (h.residency == shm::kPagingIn && !h.prefetch_copying)) {
+      if (h.admission != shm::kAdmitted || pages_in_on_demand(h)) {
         resident_asks = true;
         top_resident = t.jobs[current].priority;
       }
@@ -1291,8 +1299,7 @@ bool holder_pages_in(const Arbiter& arbiter) {
   if (__atomic_load_n(&s.state, __ATOMIC_RELAXED) != shm::kSlotLive ||
       __atomic_load_n(&s.generation, __ATOMIC_RELAXED) != __atomic_load_n(&token.holder_generation, __ATOMIC_RELAXED))
     return false;
-  return __atomic_load_n(&s.residency, __ATOMIC_RELAXED) == shm::kPagingIn &&
-         !__atomic_load_n(&s.prefetch_copying, __ATOMIC_RELAXED);
+  return pages_in_on_demand(s);
 }
 
 bool holds_token(const Arbiter& arbiter) {
