@@ -263,16 +263,23 @@ TEST_CASE("a job killed in its page-out or its page-in leaves the others running
 
 TEST_CASE("while jobs take turns through host memory, a resident job makes its host copy before its page-out",
           "[paging]") {
-  // Three jobs of 100 MiB on 256 MiB: two fit, the third waits, and one is
-  // paged out for it. From then on the resident job pins host memory for
-  // its own copy while it computes, so that its page-out, when its turn
-  // ends, only copies (on a GPU, pinning tens of GB took seconds while the
-  // job coming in waited). Turns of half a second at least: a look at
-  // gshare-top takes a quarter of one, and a copy made in a shorter turn on
-  // a loaded machine could be paged out before any look saw it.
+  // Three jobs of 100 MiB on 256 MiB: two fit and hold their memory, then
+  // the third comes and waits, and one is paged out for it. From then on
+  // the resident job pins host memory for its own copy while it computes,
+  // so that its page-out, when its turn ends, only copies (on a GPU,
+  // pinning tens of GB took seconds while the job coming in waited). Turns
+  // of half a second at least: a look at gshare-top takes a quarter of
+  // one, and a copy made in a shorter turn on a loaded machine could be
+  // paged out before any look saw it. (Started together, the third, which
+  // competes for the token while it waits to be admitted, had the second
+  // paged out in its set-up, and every job had been paged out before any
+  // made a copy ahead.)
   TestGpu gpu(256 * kMiB);
   auto jobs = started_jobs(gpu, 3, paging({{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "500"}}));
-  for (auto& job : jobs) job->post("pagetrain 300 100M 4 2 10000 0");
+  for (int i : {0, 1}) jobs[size_t(i)]->post("pagetrain @300 100M 4 2 10000 0");
+  for (int i : {0, 1}) REQUIRE(jobs[size_t(i)]->reply(60) == "pagetrain ready");
+  for (int i : {0, 1}) jobs[size_t(i)]->post("release");
+  jobs[2]->post("pagetrain 300 100M 4 2 10000 0");
   bool prepared = false;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!prepared && std::chrono::steady_clock::now() < end) {
@@ -294,6 +301,7 @@ TEST_CASE("while jobs take turns through host memory, a resident job makes its h
   std::string logs;
   for (auto& job : jobs) {
     CHECK(starts_with(job->reply(180), "pagetrain ok 300 "));
+    if (job != jobs[2]) CHECK(job->reply(10) == "release ok");
     const std::string err = job->stderr_text();
     logs += err;
     std::smatch first;
