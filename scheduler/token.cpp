@@ -1293,9 +1293,9 @@ bool holder_pages_in(const Arbiter& arbiter) {
   const int own = arbiter.own_slot();
   if (own < 0) return false;
   const shm::Token& token = r.header.tokens[token_index(r, own)];
-  const uint32_t holder = __atomic_load_n(&token.holder, __ATOMIC_RELAXED);
-  if (holder == 0 || holder > kMaxSlots || int(holder) - 1 == own) return false;
-  const Slot& s = r.slots[holder - 1];
+  const int holder = holder_hint(token);
+  if (holder < 0 || holder == own) return false;
+  const Slot& s = r.slots[holder];
   if (__atomic_load_n(&s.state, __ATOMIC_RELAXED) != shm::kSlotLive ||
       __atomic_load_n(&s.generation, __ATOMIC_RELAXED) != __atomic_load_n(&token.holder_generation, __ATOMIC_RELAXED))
     return false;
