@@ -104,10 +104,13 @@ std::string usage_text() {
          "  -h, --help        this text\n"
          "  --version         the version of gshare-sim\n"
          "\n"
-         "Trace (JSON): quantum_ms, slice_max_ms, handover_ms, capacity_mib, description\n"
-         "  (all optional), jobs: [{name, arrival_s, iteration_ms, iterations (required),\n"
-         "  weight (1), priority (0), persistent_mib (0, or memory_mib), ephemeral_mib (0),\n"
-         "  memory_mib (0), estimate: iters (default), seconds, none}]\n"
+         "Trace (JSON): quantum_ms, slice_max_ms, handover_ms, capacity_mib, description,\n"
+         "  exit_ms (with --paging) (all optional), jobs: [{name, arrival_s,\n"
+         "  iteration_ms, iterations (required), weight (1), priority (0),\n"
+         "  persistent_mib (0, or memory_mib), ephemeral_mib (0), memory_mib (0),\n"
+         "  estimate: iters (default), seconds, none; with --paging paged_mib (P + E:\n"
+         "  what a page-out moves), at_start: new (default), resident,\n"
+         "  resident_with_copy, paged_out}]\n"
          "Exit status: 0; 2 with one line on stderr for a bad option, file or trace;\n"
          "1 if the output cannot be written.\n";
 }

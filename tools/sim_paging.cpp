@@ -18,7 +18,8 @@ struct JobState {
   uint64_t left_ns = 0;
   uint64_t iteration_ns = 0;
   uint64_t arrival_ns = 0;
-  uint64_t bytes = 0;  // F = P + E
+  uint64_t bytes = 0;  // F = P + E: the room it takes on the GPU
+  uint64_t moved = 0;  // what its page-out and page-in copy (TraceJob::paged_mib)
   uint64_t host = 0;   // pinned host memory it holds: its copy, kept or paged out
   uint64_t last_run_ns = 0;
   uint64_t quantum_ns = 0;   // its quantum times its weight: its turn before switch costs
@@ -46,7 +47,7 @@ uint64_t host_held(const std::vector<JobState>& jobs) {
 // copies up, the largest first, until it fits (as far as they can).
 uint64_t page_out_pins(std::vector<JobState>& jobs, int victim, const PagingModel& model) {
   JobState& v = jobs[victim];
-  const uint64_t pins = v.bytes > v.host ? v.bytes - v.host : 0;
+  const uint64_t pins = v.moved > v.host ? v.moved - v.host : 0;
   if (model.host_limit_bytes) {
     uint64_t held = host_held(jobs);
     while (held + pins > model.host_limit_bytes) {
@@ -61,14 +62,14 @@ uint64_t page_out_pins(std::vector<JobState>& jobs, int victim, const PagingMode
       held -= freed;
     }
   }
-  v.host = v.bytes;
+  v.host = v.moved;
   return pins;
 }
 
 // While `job` runs for `compute_ns`, what of its copy it pins ahead
 // (PagingModel::copies_ahead): within the host limit, asking no one.
 void pin_ahead(std::vector<JobState>& jobs, JobState& job, uint64_t compute_ns, const PagingModel& model) {
-  if (!model.copies_ahead || model.pin_gb_per_s <= 0 || job.host >= job.bytes) return;
+  if (!model.copies_ahead || model.pin_gb_per_s <= 0 || job.host >= job.moved) return;
   uint64_t room = UINT64_MAX;
   if (model.host_limit_bytes) {
     const uint64_t held = host_held(jobs);
@@ -76,7 +77,7 @@ void pin_ahead(std::vector<JobState>& jobs, JobState& job, uint64_t compute_ns, 
   }
   const double rate = model.pin_gb_per_s * tunables::kPrepareTouchers / tunables::kPageOutTouchers;
   const uint64_t in_turn = uint64_t(double(compute_ns) * rate);  // GB/s is bytes per ns
-  job.host += std::min({job.bytes - job.host, room, in_turn});
+  job.host += std::min({job.moved - job.host, room, in_turn});
 }
 
 // A turn's length, as live (rules/policy.h): it pays for its switch, at
@@ -117,7 +118,7 @@ bool swap_fits_host(const std::vector<JobState>& jobs, int j, uint64_t used, uin
   if (!model.host_limit_bytes) return true;
   const std::vector<int> victims = victims_for(jobs, j, used, capacity);
   uint64_t pins = 0, kept = 0;
-  for (int v : victims) pins += jobs[v].bytes - std::min(jobs[v].host, jobs[v].bytes);
+  for (int v : victims) pins += jobs[v].moved - std::min(jobs[v].host, jobs[v].moved);
   for (size_t k = 0; freeing_kept && k < jobs.size(); ++k)
     if (jobs[k].resident && std::find(victims.begin(), victims.end(), int(k)) == victims.end())
       kept += jobs[k].host;
@@ -144,7 +145,7 @@ bool passed_over(const std::vector<JobState>& jobs, int i, int holder, uint64_t 
   for (size_t k = 0; k < jobs.size(); ++k)
     newcomer = newcomer || (int(k) != i && !jobs[k].started && wants_gpu(jobs[k], now));
   if (!newcomer && now >= job.last_run_ns &&
-      now - job.last_run_ns >= turn_ns(job.quantum_ns, copy_ns(job.bytes, model)) &&
+      now - job.last_run_ns >= turn_ns(job.quantum_ns, copy_ns(job.moved, model)) &&
       swap_fits_host(jobs, i, used, capacity, model, /*freeing_kept=*/true))
     return false;
   for (size_t k = 0; k < jobs.size(); ++k) {
@@ -167,7 +168,7 @@ int weighted_job(std::vector<JobState>& jobs, std::vector<rules::Job>& view, int
     if (!wants) v.active = false;
     else if (!v.active) rules::activate(Policy::kPrefetch, view.data(), n, i);
     // All of its memory, resident or not, as live (scheduler/token.cpp).
-    v.bring_back_ns = job.started ? copy_ns(job.bytes, model) : 0;
+    v.bring_back_ns = job.started ? copy_ns(job.moved, model) : 0;
   }
   // Passed over, a job stays on the policy's clock (it competes again as
   // soon as nothing resident is left), only out of this pick.
@@ -214,6 +215,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     jobs[i].left_ns = jobs[i].iteration_ns * t.iterations;
     jobs[i].arrival_ns = uint64_t(t.arrival_s * 1e9);
     jobs[i].bytes = (t.persistent_mib + t.ephemeral_mib) * kMiB;
+    jobs[i].moved = t.paged_mib ? t.paged_mib * kMiB : jobs[i].bytes;
   }
   const uint64_t capacity = trace.capacity_mib * kMiB;
   const uint64_t quantum_ns = uint64_t(trace.quantum_ms * 1e6);
@@ -231,7 +233,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
     job.started = true;
     job.resident = at != StartState::kPagedOut;
     if (job.resident) used += job.bytes;
-    if (at != StartState::kResident) job.host = job.bytes;
+    if (at != StartState::kResident) job.host = job.moved;
     paging = paging || at == StartState::kPagedOut;
   }
   int prev = -1;
@@ -285,11 +287,11 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
         pinned += page_out_pins(jobs, victim, model);
         jobs[victim].resident = false;
         used -= jobs[victim].bytes;
-        out_bytes += jobs[victim].bytes;
+        out_bytes += jobs[victim].moved;
         if (victim == prev) evicted_prev = true;
       }
       if (job.started) {
-        in_bytes = job.bytes;
+        in_bytes = job.moved;
         result.page_ins++;
       }
       job.resident = true;
@@ -316,7 +318,7 @@ PagingResult simulate_paging(const Trace& trace, const Schedule& schedule, const
       // As live (scheduler/token.cpp): once paging is active, a switch
       // costs at least the time to move the job's memory, hidden or not.
       uint64_t switch_ns = stall + handover_ns;
-      if (paging) switch_ns = std::max(switch_ns, copy_ns(job.bytes, model));
+      if (paging) switch_ns = std::max(switch_ns, copy_ns(job.moved, model));
       uint64_t turn = turn_ns(quantum_ns * view[j].weight, switch_ns);
       view[j].turn_ns = turn;
       uint64_t iters = std::max<uint64_t>(1, (turn + job.iteration_ns - 1) / job.iteration_ns);

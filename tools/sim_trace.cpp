@@ -142,10 +142,14 @@ bool parse_job(const Json& value, size_t index, TraceJob* job, std::string* erro
   job->memory_mib = uint64_t(read.whole("memory_mib", false, 0, 0, kMaxMib));
   job->persistent_mib = uint64_t(read.whole("persistent_mib", false, 0, 0, kMaxMib));
   job->ephemeral_mib = uint64_t(read.whole("ephemeral_mib", false, 0, 0, kMaxMib));
+  job->paged_mib = uint64_t(read.whole("paged_mib", false, 0, 0, kMaxMib));
   // Without a split the whole footprint stays resident: nothing of it can
   // share a lane's ephemeral space.
   auto given = [&](const char* field) { return value.contains(field) && !value[field].is_null(); };
   if (!given("persistent_mib") && !given("ephemeral_mib")) job->persistent_mib = job->memory_mib;
+  if (read.ok() && job->paged_mib > job->persistent_mib + job->ephemeral_mib)
+    *error = path + ".paged_mib is " + std::to_string(job->paged_mib) + ", more than its P + E (" +
+             std::to_string(job->persistent_mib + job->ephemeral_mib) + " MiB): a page-out moves only what the job holds";
   job->estimate = read.estimate("estimate");
   const std::string start = read.text("at_start", false, "new");
   if (start == "new") job->at_start = StartState::kNew;

@@ -30,6 +30,11 @@ struct TraceJob {
                               // the trace gives neither persistent_mib nor ephemeral_mib
   uint64_t persistent_mib = 0;  // P: resident while the job lives (with a capacity only)
   uint64_t ephemeral_mib = 0;   // E: its peak within one iteration (with a capacity only)
+  // The paging model only: what a page-out of the job moves to host memory
+  // and its page-in brings back, its pinned copy's size. 0: P + E. Less
+  // where the job gives memory back as it is switched out (a framework's
+  // cache handed over, an iteration's temporaries freed at its boundary).
+  uint64_t paged_mib = 0;
   Estimate estimate = Estimate::kIters;
   // Where its memory is at time 0 (the paging model only): a job set up
   // before the measured start, as in a benchmark that starts its jobs'

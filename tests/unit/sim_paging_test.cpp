@@ -103,6 +103,37 @@ TEST_CASE("paging model: pinning costs a job's first page-out, and again past th
   CHECK(once.swapped_bytes == behind.swapped_bytes);
 }
 
+TEST_CASE("paging model: a page-out moves what the job holds switched out (paged_mib), not its peak") {
+  // The schedule worked by hand above, each job giving 1 GiB back as it is
+  // switched out: a's page-out and page-in move 3 GiB (0.375 s each at
+  // 8 GiB/s), not 4; the room c needs is still its whole 4 GiB.
+  Trace trace = three_jobs_of_4_gib();
+  for (TraceJob& j : trace.jobs) j.paged_mib = 3 * 1024;
+  PagingResult plain = simulate_paging(trace, policy_schedule(trace, "fair"), {kGiBPerSecond8, false});
+  CHECK(plain.swapped_bytes == 6ull << 30);
+  CHECK(plain.page_ins == 1);
+  CHECK(seconds(plain.stall_ns) == Approx(0.75).margin(1e-3));
+
+  // Past the host limit it decides too: three copies of 4 GiB pass 11 GiB,
+  // so the resident job gives its copy up and pins again; of 3 GiB they
+  // fit, each pinned once.
+  Trace three = three_jobs_of_4_gib();
+  for (TraceJob& j : three.jobs) {
+    j.iterations = 26;
+    j.persistent_mib = 5 * 1024;
+  }
+  Schedule rounds = policy_schedule(three, "fair");
+  PagingModel limited{kGiBPerSecond8, false};
+  limited.pin_gb_per_s = 1;
+  limited.host_limit_bytes = 11ull << 30;
+  limited.copies_ahead = false;
+  PagingResult peak = simulate_paging(three, rounds, limited);
+  for (TraceJob& j : three.jobs) j.paged_mib = 3 * 1024;
+  PagingResult held = simulate_paging(three, rounds, limited);
+  CHECK(held.makespan_ns < peak.makespan_ns);
+  CHECK(held.swapped_bytes * 6 == peak.swapped_bytes * 3);  // the same swaps, 3 GiB each instead of 6
+}
+
 TEST_CASE("paging model: without prefetch a paged-out job waits a turn at most while a resident one wants the GPU, as live") {
   // Four jobs of 4 GiB on 10 GiB, two at a time on the GPU, 3 s of work
   // each in turns of about 1 s. a and b start; c and d page them out for

@@ -415,6 +415,8 @@ TEST_CASE("a bad trace is rejected with an error that names the field") {
       {trace_with("weight", 0), "jobs[0].weight must be a whole number >= 1"},
       {trace_with("priority", "high"), "jobs[0].priority must be a whole number"},
       {trace_with("memory_mib", -1), "jobs[0].memory_mib must be a whole number >= 0"},
+      {trace_with("paged_mib", 10), "jobs[0].paged_mib is 10, more than its P + E (0 MiB)"},
+      {trace_with("paged_mib", -1), "jobs[0].paged_mib must be a whole number >= 0"},
       {trace_with("estimate", "guess"), R"(jobs[0].estimate must be "iters", "seconds" or "none")"},
       {trace_with("estimate", 3), "jobs[0].estimate must be a string"},
   };
