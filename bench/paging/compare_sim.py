@@ -2,7 +2,9 @@
 train): the trace is made from what was measured, each job's GPU time
 alone (its seconds from the start over its steps), its memory (PyTorch's
 peak reserved alone as P + E, the bank and model as P), the GPU's size and
-the page-in rate gshare measured; gshare-sim --paging then predicts the
+the page-in rate gshare measured, and what each job's page-outs moved
+(from the run's messages: less than P + E where a job gives its cache
+back as it is switched out); gshare-sim --paging then predicts the
 prefetch policy's makespan, set beside the measured one. With the run's
 messages, also pinning: each job's first page-out pins all of its memory,
 and its pinning rate is taken from those page-outs' times (less the copy at
@@ -62,6 +64,25 @@ def first_page_out_pin_gbps(raw, gbps):
                     rates.append(pinned / pin_s / 1e9)
                 break
     return statistics.median(rates) if rates else None
+
+
+def paged_mib(raw, tags, job, footprint_mib):
+    """What a page-out of job `job` moved, from its messages in the runs
+    `tags`: the median of its page-outs of at least half its footprint (a
+    job switched out at an iteration's end has given its temporaries and
+    cache back; smaller ones are its exit's, or a page-out cut short), at
+    most its footprint. None without any: the trace then moves P + E."""
+    sizes = []
+    for tag in tags:
+        path = os.path.join(raw, f"{tag}-{job}.err")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            for line in f:
+                m = re.search(r"paged out ([\d.]+) MiB in", line)
+                if m and float(m.group(1)) >= footprint_mib / 2:
+                    sizes.append(float(m.group(1)))
+    return min(int(statistics.median(sizes)), footprint_mib) if sizes else None
 
 
 def start_states(raw, tag, count):
@@ -163,6 +184,10 @@ def main():
                      "ephemeral_mib": (footprint - persistent) // MIB})
     trace = {"description": "measured paging run", "quantum_ms": 20, "slice_max_ms": 200, "handover_ms": 0.05,
              "capacity_mib": train["gpu_bytes"] // MIB, "jobs": jobs}
+    for i, job in enumerate(jobs):
+        moved = paged_mib(raw, [r["tag"] for r in train["runs"]], i, job["persistent_mib"] + job["ephemeral_mib"])
+        if moved:
+            job["paged_mib"] = moved
     trace["exit_ms"] = round(exit_seconds(raw, [r["tag"] for r in train["runs"]], len(jobs)) * 1e3, 1)
     pin = first_page_out_pin_gbps(raw, gbps)
     out = {"trace": trace, "page_in_gbps": gbps, "pin_gbps": pin, "host_limit_gib": args.host_limit_gib,
