@@ -90,6 +90,13 @@ double page_in_rate(const Region& r) {
 // Whether the job wants the token or holds it: active on fair's clock.
 bool wants_token(const Slot& s) { return s.job_state == shm::kJobWaiting || s.job_state == shm::kJobRunning; }
 
+// Whether the slot's job is a newcomer waiting in an allocation for room:
+// one that has not run yet (no iteration ended, never paged out), whose
+// memory is still being set up. (Under the lock.)
+bool newcomer_waits(const Slot& s) {
+  return s.admission != shm::kAdmitted && s.page_outs == 0 && s.iterations.load(std::memory_order_relaxed) == 0;
+}
+
 // Whether the slot's job pages in on demand (marked paging in by its own
 // page-in, which waits for its turn and room, then copies), not by a
 // prefetch's copy. Read racily where the lock is not held.
@@ -315,14 +322,14 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
     // Read at the first job out that has been away a turn: most picks
     // (nothing paged out, or no resident job asking) need neither.
     bool weighed = false, swap_fits = false;
-    int memory_waiters = 0;
+    int newcomers = 0;
     auto weigh = [&] {
       weighed = true;
       const shm::HostRoom host = shm::host_room(r, g_host_limit_bytes.load(std::memory_order_relaxed));
       for (int i = 0; i < t.count; ++i) {
         const Slot& s = r.slots[t.jobs[i].id];
         swap_fits = swap_fits || (s.residency == shm::kResident && s.movable_bytes != 0 && host.fits(s, 0));
-        if (s.admission != shm::kAdmitted) ++memory_waiters;
+        if (newcomer_waits(s)) ++newcomers;
       }
     };
     auto away_a_turn = [&](int i) {
@@ -333,10 +340,15 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
       const uint64_t since = s.accounted_mono_ns != 0 ? s.accounted_mono_ns : s.arrival_mono_ns;
       if (!waits_out || now <= since || now - since < t.jobs[i].turn_ns) return false;
       if (!weighed) weigh();
-      // Room that a job waiting in an allocation waits for goes to it
-      // first: paged out to make it, a job granted back after its turn
-      // took it back, and a newcomer waited for the others to end.
-      return swap_fits && memory_waiters <= (s.admission != shm::kAdmitted ? 1 : 0);
+      // Room that a newcomer waits for goes to it first: paged out to make
+      // it, a job granted back after its turn took it back, and the
+      // newcomer waited for the others to end. Only a newcomer's: jobs
+      // that have run wait in allocations too (a framework's next step,
+      // its cache given back at the switch), and counted, the paged-out
+      // ones passed each other over while the resident jobs took turn
+      // after turn (on an H200, a job waited 60 s while another ran three
+      // turns). As gshare-sim (tools/sim_paging.cpp, passed_over).
+      return swap_fits && newcomers <= (newcomer_waits(s) ? 1 : 0);
     };
     bool resident_asks = false;
     int32_t top_resident = INT32_MIN;  // the highest priority of a resident job that asks
