@@ -89,7 +89,10 @@ def start_states(raw, tag, count):
     """Where each job's memory was at the run's start line (the jobs build
     their models first, and at 1.5·C some are paged out before it): from
     its messages before that, the last page-out or page-in. A job paged in
-    again keeps its pinned copy."""
+    again keeps its pinned copy. So, in effect, does one on the GPU whose
+    first page-out after the line pinned less than half of what it moved:
+    once jobs page, each makes its copy ahead while it runs (copies ahead),
+    and this one made most of it while it set up."""
     with open(os.path.join(raw, f"{tag}.start")) as f:
         t0 = float(f.read().split()[0])
     states = []
@@ -109,6 +112,13 @@ def start_states(raw, tag, count):
                         state, paged_before = "paged_out", True
                     elif " paged in " in text or " prefetched " in text:
                         state = "resident_with_copy" if paged_before else "resident"
+                if state == "resident":
+                    for line in f:  # on from the start line
+                        m = re.search(r"paged out ([\d.]+) MiB in .*\(([\d.]+) MiB of it into new host copies\)", line)
+                        if m:
+                            if float(m.group(2)) < float(m.group(1)) / 2:
+                                state = "resident_with_copy"
+                            break
         states.append(state)
     return states
 
