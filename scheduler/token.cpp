@@ -346,7 +346,7 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
       // that have run wait in allocations too (a framework's next step,
       // its cache given back at the switch), and counted, the paged-out
       // ones passed each other over while the resident jobs took turn
-      // after turn (on an H200, a job waited 60 s while another ran three
+      // after turn (on an H200, a job waited 61 s while another ran three
       // turns). As gshare-sim (tools/sim_paging.cpp, passed_over).
       return swap_fits && newcomers <= (newcomer_waits(s) ? 1 : 0);
     };
