@@ -32,6 +32,17 @@ Trace three_jobs_of_4_gib() {
   return t;
 }
 
+// Three jobs of 6 GiB on 10 GiB, 26 s of work each: one on the GPU at a
+// time, so that each swap pages one out.
+Trace three_jobs_of_6_gib() {
+  Trace t = three_jobs_of_4_gib();
+  for (TraceJob& j : t.jobs) {
+    j.iterations = 26;
+    j.persistent_mib = 5 * 1024;
+  }
+  return t;
+}
+
 double seconds(uint64_t ns) { return double(ns) / 1e9; }
 
 }  // namespace
@@ -75,11 +86,7 @@ TEST_CASE("paging model: pinning costs a job's first page-out, and again past th
   // would wait for them to end): with room for every copy each job pins
   // once; with room for two copies (the two paged out), the resident job
   // gives its copy up and pins again at its next page-out.
-  Trace three = three_jobs_of_4_gib();
-  for (TraceJob& j : three.jobs) {
-    j.iterations = 26;
-    j.persistent_mib = 5 * 1024;
-  }
+  Trace three = three_jobs_of_6_gib();
   Schedule rounds = policy_schedule(three, "fair");
   PagingModel unlimited{kGiBPerSecond8, false};
   unlimited.pin_gb_per_s = 1;
@@ -114,14 +121,10 @@ TEST_CASE("paging model: a page-out moves what the job holds switched out (paged
   CHECK(plain.page_ins == 1);
   CHECK(seconds(plain.stall_ns) == Approx(0.75).margin(1e-3));
 
-  // Past the host limit it decides too: three copies of 4 GiB pass 11 GiB,
+  // Past the host limit it decides too: three copies of 6 GiB pass 11 GiB,
   // so the resident job gives its copy up and pins again; of 3 GiB they
   // fit, each pinned once.
-  Trace three = three_jobs_of_4_gib();
-  for (TraceJob& j : three.jobs) {
-    j.iterations = 26;
-    j.persistent_mib = 5 * 1024;
-  }
+  Trace three = three_jobs_of_6_gib();
   Schedule rounds = policy_schedule(three, "fair");
   PagingModel limited{kGiBPerSecond8, false};
   limited.pin_gb_per_s = 1;
