@@ -101,24 +101,27 @@ def start_states(raw, tag, count):
         path = os.path.join(raw, f"{tag}-{k}.err")
         if os.path.exists(path):
             with open(path) as f:
-                for line in f:
-                    stamp, _, text = line.partition(" ")
-                    try:
-                        if float(stamp) >= t0:
-                            break
-                    except ValueError:
-                        continue
-                    if " paged out " in text:
-                        state, paged_before = "paged_out", True
-                    elif " paged in " in text or " prefetched " in text:
-                        state = "resident_with_copy" if paged_before else "resident"
-                if state == "resident":
-                    for line in f:  # on from the start line
-                        m = re.search(r"paged out ([\d.]+) MiB in .*\(([\d.]+) MiB of it into new host copies\)", line)
-                        if m:
-                            if float(m.group(2)) < float(m.group(1)) / 2:
-                                state = "resident_with_copy"
-                            break
+                lines = f.readlines()
+            after = len(lines)  # the first line from the start line on
+            for i, line in enumerate(lines):
+                stamp, _, text = line.partition(" ")
+                try:
+                    if float(stamp) >= t0:
+                        after = i
+                        break
+                except ValueError:
+                    continue
+                if " paged out " in text:
+                    state, paged_before = "paged_out", True
+                elif " paged in " in text or " prefetched " in text:
+                    state = "resident_with_copy" if paged_before else "resident"
+            if state == "resident":
+                for line in lines[after:]:
+                    m = re.search(r"paged out ([\d.]+) MiB in .*\(([\d.]+) MiB of it into new host copies\)", line)
+                    if m:
+                        if float(m.group(2)) < float(m.group(1)) / 2:
+                            state = "resident_with_copy"
+                        break
         states.append(state)
     return states
 
