@@ -42,6 +42,17 @@ def peak_reserved(path):
     return None
 
 
+def page_out(line):
+    """A page-out message's figures: (MiB moved, ms, MiB pinned anew), the
+    last all of it where the message does not say; None for another line."""
+    m = re.search(r"paged out ([\d.]+) MiB in \d+ allocations in ([\d.]+) ms"
+                  r"(?: \(([\d.]+) MiB of it into new host copies\))?", line)
+    if not m:
+        return None
+    moved = float(m.group(1))
+    return moved, float(m.group(2)), float(m.group(3)) if m.group(3) is not None else moved
+
+
 def first_page_out_pin_gbps(raw, gbps):
     """Each job's first page-out that pinned host memory, from its
     messages: MiB copied, MiB pinned anew (all of it where the message
@@ -51,15 +62,13 @@ def first_page_out_pin_gbps(raw, gbps):
     for path in glob.glob(os.path.join(raw, "gshare-*-[0-9]*.err")):
         with open(path) as f:
             for line in f:
-                m = re.search(r"paged out ([\d.]+) MiB in \d+ allocations in ([\d.]+) ms"
-                              r"(?: \(([\d.]+) MiB of it into new host copies\))?", line)
-                if not m:
+                figures = page_out(line)
+                if not figures:
                     continue
-                size = float(m.group(1)) * MIB
-                pinned = float(m.group(3)) * MIB if m.group(3) is not None else size
+                size, ms, pinned = figures[0] * MIB, figures[1], figures[2] * MIB
                 if pinned <= 0:
                     continue  # its copies were made ahead: no pinning to time
-                pin_s = float(m.group(2)) / 1e3 - size / (gbps * 1e9)
+                pin_s = ms / 1e3 - size / (gbps * 1e9)
                 if pin_s > 0:
                     rates.append(pinned / pin_s / 1e9)
                 break
@@ -79,9 +88,9 @@ def paged_mib(raw, tags, job, footprint_mib):
             continue
         with open(path) as f:
             for line in f:
-                m = re.search(r"paged out ([\d.]+) MiB in", line)
-                if m and float(m.group(1)) >= footprint_mib / 2:
-                    sizes.append(float(m.group(1)))
+                figures = page_out(line)
+                if figures and figures[0] >= footprint_mib / 2:
+                    sizes.append(figures[0])
     return min(int(statistics.median(sizes)), footprint_mib) if sizes else None
 
 
@@ -117,9 +126,9 @@ def start_states(raw, tag, count):
                     state = "resident_with_copy" if paged_before else "resident"
             if state == "resident":
                 for line in lines[after:]:
-                    m = re.search(r"paged out ([\d.]+) MiB in .*\(([\d.]+) MiB of it into new host copies\)", line)
-                    if m:
-                        if float(m.group(2)) < float(m.group(1)) / 2:
+                    figures = page_out(line)
+                    if figures:
+                        if figures[2] < figures[0] / 2:
                             state = "resident_with_copy"
                         break
         states.append(state)
