@@ -209,9 +209,6 @@ void set_residency(Arbiter& arbiter, shm::Residency residency) {
   arbiter.update([&] { arbiter.slot()->residency = residency; });
 }
 
-
-
-
 // Copies each range to its pinned host copy (made now for a range that
 // has none) on a stream of its own, after the job's queued work: one
 // batch, one sync. False if any step failed; copies made so far stay with
@@ -290,7 +287,6 @@ void page_out(Device& device) {
   Arbiter& arbiter = device.account.arbiter();
   Region& r = *arbiter.region();
   const uint64_t bit = bit_of(device.ordinal);
-  const uint64_t started = mono_now_ns();
   // Marked as paging out from the start, unless it holds a token: while a
   // resident job asks for the token, one whose page-out is under way is
   // not granted it (scheduler/token.cpp). Else its turn could come back
@@ -328,6 +324,9 @@ void page_out(Device& device) {
     if (ranges[i].host == 0) new_host += ranges[i].size;
   }
   if (going && !reserve_host_bytes(device, new_host)) going = false;
+  // From here on it moves memory (paging_ns); before, it waited for the
+  // job's cache and for its calls inside, up to a second each.
+  const uint64_t copy_began = mono_now_ns();
   if (going) arbiter.update([&] { arbiter.slot()->page_out_copying = 1; });
   if (going) going = copy_out(device, ranges);
   if (!going) {
@@ -346,7 +345,7 @@ void page_out(Device& device) {
     return;
   }
   release_copied(arbiter, ranges);
-  const uint64_t took = mono_now_ns() - started;
+  const uint64_t took = mono_now_ns() - copy_began;
   arbiter.update([&] {
     Slot& s = *arbiter.slot();
     s.paged_out_bytes += total;
