@@ -317,8 +317,11 @@ TEST_CASE("srtf runs the job with the least remaining time first; a shorter arri
 }
 
 TEST_CASE("kill -9 of the token holder passes the token on within a second") {
+  // Under strict handovers, so that the waiter's first kernel is the one
+  // the kill lets in: under overlap a holder descheduled after a sync (a
+  // loaded machine) lends the token, and the waiter runs on loan before.
   TestGpu gpu;
-  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}};
+  Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}, {"GSHARE_HANDOVER", "strict"}};
   Client holder(gpu, env), waiter(gpu, env);
   REQUIRE(holder.send("init") == "init ok");
   REQUIRE(waiter.send("init") == "init ok");
