@@ -515,6 +515,7 @@ void trace_kernel(uint64_t start_ns, uint64_t end_ns, const std::string& name);
 
 // mmap/munmap wrappers for fake device memory (MAP_NORESERVE; no RAM is used
 // until touched). map_memory returns null on failure.
+void advise_huge_pages(void* p, size_t len);
 void* map_memory(size_t len);
 void unmap_memory(void* p, size_t len);
 

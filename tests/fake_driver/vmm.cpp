@@ -195,6 +195,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   void* m = ::mmap(reinterpret_cast<void*>(p), size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  advise_huge_pages(m, size);
   Mapping mp;
   mp.base = p;
   mp.size = size;
