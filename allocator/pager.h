@@ -22,22 +22,28 @@
 // only resident jobs share the GPU.
 //
 // Coming back. The next device work of a paged-out job pages it in first,
-// in the calling thread: it gives up any token it holds (the resource
-// order: memory before the token), is admitted for its bytes like any
-// allocation (persistent bytes first, then ephemeral ones in its turn;
-// the wait may itself ask others to page out), then maps new physical
-// memory at the same addresses and copies its data back. Only then does the
-// call go on: a kernel never runs against memory that is not there.
+// in the calling thread. It waits for its turn, then, holding the token,
+// for room for all of its bytes, both classes or neither, asking jobs that
+// are not running to page out (pager.cpp, wait_for_room: the one exception
+// to the resource order, memory before the token; the room comes from
+// pagers, which need no token, and a token held so with no page-out under
+// way for it goes on after kPageInHoldNs). It then maps new physical
+// memory at the same addresses and copies its data back, and its turn runs
+// from then. Only then does the call go on: a kernel never runs against
+// memory that is not there.
 //
-// Prefetch. A paged-out job waiting for its turn gets its persistent
-// memory back ahead of it from its pager thread, when the room is free now
-// and no one waits for it: not while another job waits in an allocation
-// (for 2 s at most), nor while the holder of the token pages in on demand.
+// Prefetch. A paged-out job next in line gets all of its movable memory
+// back ahead of its turn from its pager thread (its own stream), room made
+// by paging out a job that is not running: not while another job waits in
+// an allocation (for 2 s at most), nor while the holder of the token pages
+// in on demand. The holder whose turn ends goes on until that copy ends.
 //
 // Host memory. Pinned host copies are kept for the allocation's life, so
 // that later page-outs cost no pinning; the jobs of one GPU hold at most
-// GSHARE_HOST_MEM_LIMIT of them together. A page-out that would pass it is
-// not made (one warning), and the job stays resident.
+// GSHARE_HOST_MEM_LIMIT of them together. A page-out that would pass it
+// first asks resident jobs to free the copies they keep, then tries again;
+// with none to ask it is not made (one warning), and the job stays
+// resident.
 #pragma once
 
 #include <cuda.h>
