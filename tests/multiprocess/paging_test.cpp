@@ -263,10 +263,18 @@ TEST_CASE("a job killed in its page-out or its page-in leaves the others running
     both[victim]->kill9();
     Client& survivor = *both[1 - victim];
     CHECK(starts_with(survivor.reply(120), "pagetrain ok 40 "));
-    // Nothing of the dead job's stays counted.
+    // Nothing of the dead job's stays counted: neither its device memory
+    // nor its host copies (the kernel frees its pinned pages; its slot,
+    // reclaimed, no longer counts them against GSHARE_HOST_MEM_LIMIT).
     nlohmann::json top = gpu.top_json();
     uint64_t reserved = 0;
-    for (const auto& g : top["gpus"]) reserved += g["reserved_bytes"].get<uint64_t>();
+    for (const auto& g : top["gpus"]) {
+      reserved += g["reserved_bytes"].get<uint64_t>();
+      for (const auto& p : g["processes"]) {
+        CHECK(p.value("pid", 0) == survivor.pid());
+        CHECK(p.value("host_paging_bytes", uint64_t(0)) <= 160 * kMiB);
+      }
+    }
     CHECK(reserved <= 8 * kMiB);
   }
 }
