@@ -17,7 +17,9 @@
 # Each trial runs each benchmark once natively and once under
 # LD_PRELOAD=libgshare.so with its own GSHARE_DIR; the order flips every
 # trial (native first, then gshare first, ...) so that drift of the machine
-# falls on both sides alike. Raw output lands in OUTDIR/raw/.
+# falls on both sides alike. alloc_free runs a third time under
+# GSHARE_PAGING=on (mode "paging"): what paging costs an allocation.
+# Raw output lands in OUTDIR/raw/.
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -70,10 +72,11 @@ run_one() {
   shift 3
   local stem=$outdir/raw/$name.$mode.$trial
   local started=$SECONDS status=0
-  if [[ $mode == gshare ]]; then
-    local dir
+  if [[ $mode == gshare || $mode == paging ]]; then
+    local dir paging=off
+    [[ $mode == paging ]] && paging=on
     dir=$(mktemp -d "$scratch/dir.XXXXXX")
-    env -u GSHARE_MEM_LIMIT -u GSHARE_DISABLE GSHARE_DIR="$dir" LD_PRELOAD="$library" \
+    env -u GSHARE_MEM_LIMIT -u GSHARE_DISABLE GSHARE_DIR="$dir" GSHARE_PAGING=$paging LD_PRELOAD="$library" \
       timeout 180 "$@" >"$stem.jsonl" 2>"$stem.log" || status=$?
     # A run that left no region was not under gshare: its numbers would
     # pass for gshare's while measuring native. Stop rather than mislead.
@@ -100,7 +103,7 @@ for ((trial = 1; trial <= trials; trial++)); do
   for mode in "${modes[@]}"; do
     run_one launch_rate "$mode" "$trial" "$launch_rate" --launches "$launches" --burst 1000
   done
-  for mode in "${modes[@]}"; do
+  for mode in "${modes[@]}" paging; do
     run_one alloc_free "$mode" "$trial" "$alloc_free" --pairs "$pairs" --mib 1 --mib 64
   done
   for mode in "${modes[@]}"; do
