@@ -505,7 +505,7 @@ TEST_CASE("a caching job gives its cache and its turn back as Python's exit begi
     ~Join() { thread.join(); }
   } join{first_job};
   await(gpu, "the first job's teardown", [&] { return std::ifstream(tearing_down).good(); }, 60);
-  const json top = gpu.top_json();
+  json top = gpu.top_json();  // not const: [0] of an empty "gpus" is null, not undefined
   const json& held = top["gpus"][0]["processes"];
   INFO(top.dump());
   REQUIRE(held.size() == 1);
