@@ -179,6 +179,12 @@ std::string TestGpu::state() const {
   return text;
 }
 
+nlohmann::json TestGpu::top_gpu() const {
+  nlohmann::json top = top_json();
+  if (top.contains("gpus") && top["gpus"].is_array() && !top["gpus"].empty()) return top["gpus"][0];
+  return {{"processes", nlohmann::json::array()}};
+}
+
 nlohmann::json TestGpu::top_process(pid_t pid) const {
   nlohmann::json top = top_json();
   for (const nlohmann::json& gpu : top["gpus"])

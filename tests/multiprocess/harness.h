@@ -72,6 +72,10 @@ class TestGpu {
   Env environment(const Env& extra = {}, bool preload = true) const;
   // gshare-top --json for this GPU's regions.
   nlohmann::json top_json() const;
+  // Its GPU in that view ("gpus"[0]); before any process has made the
+  // region, a GPU with no processes (so that a const view's ["processes"]
+  // is there to read, where [0] of the empty "gpus" would be undefined).
+  nlohmann::json top_gpu() const;
   // The process of `pid` in gshare-top's view now, or null.
   nlohmann::json top_process(pid_t pid) const;
   // Where the fake driver writes one line per kernel run, for a process

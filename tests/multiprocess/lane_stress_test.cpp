@@ -246,8 +246,8 @@ TEST_CASE("jobs waiting for their lane's space sleep, and do not pass the token 
   second.post("memtrain 2 512M 5G 2 1 1000");
   await(gpu, "both lane-mates to wait for the holder's lane space", [&] {
     int waiting = 0;
-    nlohmann::json top = gpu.top_json();  // not const: [0] of an empty "gpus" (no region yet) is null, not undefined
-    for (const nlohmann::json& p : top["gpus"][0]["processes"])
+    const nlohmann::json seen = gpu.top_gpu();
+    for (const nlohmann::json& p : seen["processes"])
       waiting += p["admission"] == "waiting for lane" && p["blocked_by_pid"] == holder.pid();
     return waiting == 2;
   });

@@ -302,7 +302,7 @@ TEST_CASE("while jobs take turns through host memory, a resident job makes its h
   bool prepared = false;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!prepared && std::chrono::steady_clock::now() < end) {
-    nlohmann::json top = gpu.top_json();  // not const: [0] of an empty "gpus" (no region yet) is null, not undefined
+    const nlohmann::json top = gpu.top_json();
     for (const auto& g : top["gpus"])
       for (const auto& p : g["processes"])
         if (p.value("residency", "") == "resident" && p.value("page_outs", 1) == 0 &&
@@ -388,10 +388,10 @@ TEST_CASE("a paged-out job with no prefetch waits a turn, not for the resident j
   std::vector<double> served;
   const bool one_ended = poll_until(
       [&] {
-        nlohmann::json top = gpu.top_json();  // not const: [0] of an empty "gpus" (no region yet) is null, not undefined
+        const nlohmann::json seen = gpu.top_gpu();
         served.clear();
         bool ended = false;
-        for (const nlohmann::json& p : top["gpus"][0]["processes"]) {
+        for (const nlohmann::json& p : seen["processes"]) {
           served.push_back(p.value("served_ms", 0.0));
           ended = ended || p.value("reserved_bytes", uint64_t(0)) + p.value("paged_out_bytes", uint64_t(0)) < 50 * kMiB;
         }
@@ -516,8 +516,7 @@ TEST_CASE("a job granted the token while its memory is out gets its whole turn o
   double elapsed_ms = -1;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (elapsed_ms < 0 && std::chrono::steady_clock::now() < end) {
-    nlohmann::json top = gpu.top_json();  // not const: [0] of an empty "gpus" (no region yet) is null, not undefined
-    const nlohmann::json& g = top["gpus"][0];
+    const nlohmann::json g = gpu.top_gpu();
     for (const nlohmann::json& p : g["processes"])
       if (p.value("pid", 0) == a.pid() && p.value("residency", "") == "resident" &&
           g["holder_pid"] == a.pid() && g["slice_elapsed_ms"].is_number())
@@ -785,8 +784,8 @@ TEST_CASE("a job that comes while two others fill the GPU gets in by a page-out,
     auto look = [&] {
       live.clear();
       holding.clear();
-      nlohmann::json top = gpu.top_json();  // not const: [0] of an empty "gpus" (no region yet) is null, not undefined
-      for (const nlohmann::json& p : top["gpus"][0]["processes"]) {
+      const nlohmann::json seen = gpu.top_gpu();
+      for (const nlohmann::json& p : seen["processes"]) {
         const int64_t pid = p.value("pid", int64_t(0));
         live.insert(pid);
         const uint64_t held = p.value("reserved_bytes", uint64_t(0)) + p.value("paged_out_bytes", uint64_t(0));
