@@ -12,8 +12,14 @@
 namespace gshare::shm {
 
 // GSHARE_HOST_MEM_LIMIT's bytes as given, 0 meaning its default: half of
-// the host's memory.
+// the host's memory. A limit past host_limit_ceiling is held to it, with
+// one warning: on an H200 host of 125 GiB, a limit of 215 GiB let paged-out
+// jobs pin 106 GB of copies, and the kernel killed two jobs for memory.
 uint64_t host_limit_or_default(uint64_t given_bytes);
+
+// The most host memory paging may pin on a host of `host_bytes`: all but
+// an eighth, which the jobs' own processes and the system need.
+uint64_t host_limit_ceiling(uint64_t host_bytes);
 
 struct HostRoom {
   uint64_t limit = 0;  // 0: none read yet

@@ -671,6 +671,23 @@ TEST_CASE("a bad paging setting stops the program with one message", "[paging]")
   }
 }
 
+TEST_CASE("a host-memory limit past what the host can pin is held below it, with one warning", "[paging]") {
+  // Pinned copies cannot be swapped out: a limit past the host's memory
+  // would let paging pin until the kernel kills processes for memory.
+  TestGpu gpu(256 * kMiB);
+  Client c(gpu, paging({{"GSHARE_HOST_MEM_LIMIT", "1048576GiB"}}));
+  REQUIRE(c.send("init") == "init ok");
+  REQUIRE(c.send("alloc 64M weights") == "alloc ok weights");
+  CHECK(c.send("free weights") == "free ok");
+  c.finish();
+  const std::string err = c.stderr_text();
+  INFO(err);
+  const size_t at = err.find("is more than this host can pin");
+  CHECK(at != std::string::npos);
+  CHECK(err.find("is more than this host can pin", at + 1) == std::string::npos);
+  CHECK(err.find("GSHARE_HOST_MEM_LIMIT=1048576.0 GiB") != std::string::npos);
+}
+
 TEST_CASE("jobs that host memory cannot all swap still all finish", "[paging][more]") {
   // Four jobs of 400 MiB on 1 GiB: two on the GPU at a time, each step
   // taking 80 MiB of ephemeral memory (more than a lane's slack, so

@@ -74,3 +74,12 @@ TEST_CASE("host room: the limit's default is half of the host's memory", "[host_
   CHECK(half > 0);
   CHECK(half < UINT64_MAX);
 }
+
+TEST_CASE("host room: a limit past what the host can pin is held to seven eighths of its memory",
+          "[host_room]") {
+  CHECK(host_limit_ceiling(128 * kGiB) == 112 * kGiB);
+  const uint64_t host = 2 * host_limit_or_default(0);
+  CHECK(host_limit_or_default(host * 2) == host_limit_ceiling(host));
+  CHECK(host_limit_or_default(host_limit_ceiling(host)) == host_limit_ceiling(host));
+  CHECK(host_limit_or_default(kGiB) == kGiB);
+}
