@@ -31,7 +31,9 @@ the paging demonstrations, each against a baseline measured in the same run.
 usage: paging_bench.py --build DIR --out DIR [--jobs N] [--bank-frac F]
                        [--steps N] [--models N] [--weights-frac F]
                        [--requests N] [--timeout S] [--alone-from DIR] parts...
-Writes paging.json (every figure) and paging.md (tables) under --out.
+Writes paging.json (every figure) under --out. With "copies" before
+"train", each train run also has page_in_to_pinned: its median page-in rate
+over the pinned copy rate of the same run.
 """
 
 import argparse
@@ -393,6 +395,10 @@ def part_train(args, report):
         run["ratio_to_ideal"] = ideal / run["makespan_s"] if run["makespan_s"] else None
         page_in = [j["page_in_gbps"] for j in run["jobs"] if j.get("page_in_gbps")]
         run["page_in_gbps_median"] = stats.median(page_in) if page_in else None
+        # Against the pinned copy rate of this same run ("copies" part).
+        pinned = report.get("copies", {}).get("h2d_gbps")
+        run["page_in_to_pinned"] = (run["page_in_gbps_median"] / pinned
+                                    if pinned and run["page_in_gbps_median"] else None)
         switches = sum(j.get("switches", 0) for j in run["jobs"])
         run["switch_ms_mean"] = (sum(j.get("switch_ns", 0) for j in run["jobs"]) / switches / 1e6
                                  if switches else None)
