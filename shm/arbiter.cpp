@@ -21,6 +21,13 @@ void wake_waiters(RegionHeader& h) {
   futex_wake_all(&h.token_futex);
 }
 
+uint32_t waiter_bit(int slot) { return 1u << (uint32_t(slot) % 32); }
+
+void wake_waiters_with(RegionHeader& h, uint32_t bits) {
+  h.token_futex.fetch_add(1, std::memory_order_release);
+  futex_wake_bits(&h.token_futex, bits);
+}
+
 namespace {
 
 // Whether the condition must give way for `own`: every job that holds

@@ -30,6 +30,16 @@ namespace gshare::shm {
 // the word and wakes them all, and each waiter looks again.
 void wake_waiters(RegionHeader& h);
 
+// A token waiter sleeps with its slot's bit (slots 32 apart share one), so
+// that a grant wakes the job it concerns rather than every waiter: among
+// 64 jobs, waking all at each grant kept the new holder waiting for a CPU
+// behind the other 63 (scheduler/token.cpp).
+uint32_t waiter_bit(int slot);
+
+// Bumps token_futex and wakes the waiters with any of `bits` (and every
+// waiter that sleeps without bits: memory and admission waits).
+void wake_waiters_with(RegionHeader& h, uint32_t bits);
+
 struct SlotIdentity {
   int32_t pid;
   uint32_t uid;

@@ -43,7 +43,7 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 9;
+inline constexpr uint32_t kLayoutVersion = 10;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
@@ -325,7 +325,8 @@ struct alignas(64) RegionHeader {
 
   // --- the launch token: written under the lock ---
   // Waiters sleep on token_futex (FUTEX_WAIT on the shared mapping); it is
-  // bumped, and everyone woken, whenever the holder or a gate changes.
+  // bumped whenever the holder or a gate changes, and everyone woken, but at
+  // a grant: then the new holder and the token's watcher (token_watcher).
   // Memory waiters (allocator/admission.h) sleep on it too: it is bumped
   // when memory is given back while someone waits for it.
   alignas(64) std::atomic<uint32_t> token_futex;
@@ -335,9 +336,12 @@ struct alignas(64) RegionHeader {
   uint32_t lane_count;         // lanes with members
   uint64_t safety_bytes;       // Σ P + Σ_lanes max E over live jobs (rules/lanes.h)
   uint32_t live_slots;         // slots in state kSlotLive: an allocation asks "am I alone?" cheaply
-  // The waiter that watches for a holder idle on the host (slot index + 1;
-  // 0: none): one waiter looks often, the others at the usual pace.
-  std::atomic<uint32_t> loan_watcher;
+  // The waiter that watches the holder of token 0 (slot index + 1; 0:
+  // none): for the slice's end, an idle holder, one working on the host.
+  // While it waits, the other waiters of that token sleep until their own
+  // grant or a wider change (scheduler/token.cpp), and a grant wakes only
+  // the new holder and the watcher.
+  std::atomic<uint32_t> token_watcher;
   // Switches on this GPU's tokens that reached the new holder's first
   // launch (scheduler/token.h), and their cost, since the region was
   // created: jobs that have ended still count here, not in a slot.

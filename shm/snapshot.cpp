@@ -250,6 +250,7 @@ GpuSnapshot snapshot_region(const std::string& path) {
     // Only a live process can hold the token: a dead holder's token waits
     // for reclaim, and nobody may launch with it meanwhile.
     if (p.holds_token && h.tokens[0].holder == i + 1) gpu.holder_slot = int32_t(i);
+    if (h.token_watcher.load(std::memory_order_relaxed) == i + 1) gpu.watcher_slot = int32_t(i);
     gpu.reserved_bytes += s.reserved_bytes;
     gpu.processes.push_back(std::move(p));
   }

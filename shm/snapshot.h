@@ -114,6 +114,7 @@ struct GpuSnapshot {
   // --- the launch token ---
   std::string policy = "unknown";  // policy_name, "unknown" before one is set
   int32_t holder_slot = -1;        // slot of the live process holding the token; -1: nobody
+  int32_t watcher_slot = -1;       // slot of the live waiter watching the holder; -1: nobody
   uint64_t handovers = 0;          // times the token changed hands
   uint64_t loans = 0;              // times a holder working on the host lent the token
   uint64_t vtime_floor_ns = 0;     // the least vtime of the active jobs, never lowered (fair, prefetch)

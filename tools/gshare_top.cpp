@@ -29,6 +29,8 @@
 //       "policy": "fair",               fifo|fair|srtf|priority|pack|prefetch; "unknown" until a process sets it
 //       "holder_slot": N|null,          the live process holding the launch token (pack: lane 0's)
 //       "holder_pid": N|null,
+//       "watcher_pid": N|null,          the waiter that watches the holder (its slice's end,
+//                                       idleness, host work); the others sleep until a grant
 //       "handovers": N,                 times a token changed hands
 //       "loans": N,                     times a holder working on the host lent it
 //       "vtime_floor_ms": X,            the least vtime of the active jobs, never lowered

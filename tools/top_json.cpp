@@ -124,6 +124,7 @@ Json gpu_json(const GpuView& view) {
   Json processes = Json::array();
   for (const ProcessView& row : view.processes) processes.push_back(process_json(row));
   const shm::ProcessSnapshot* holder = find_slot(view, gpu.holder_slot);
+  const shm::ProcessSnapshot* watcher = find_slot(view, gpu.watcher_slot);
   Json out{
       {"uuid", gpu.uuid},
       {"path", gpu.path},
@@ -136,6 +137,7 @@ Json gpu_json(const GpuView& view) {
       {"policy", gpu.policy},
       {"holder_slot", holder ? Json(holder->slot) : Json(nullptr)},
       {"holder_pid", holder ? Json(holder->pid) : Json(nullptr)},
+      {"watcher_pid", watcher ? Json(watcher->pid) : Json(nullptr)},
       {"handovers", gpu.handovers},
       {"loans", gpu.loans},
       {"vtime_floor_ms", milliseconds(gpu.vtime_floor_ns)},

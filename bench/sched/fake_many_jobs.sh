@@ -2,7 +2,8 @@
 # Many small jobs under one policy over the fake driver (no GPU): each a
 # loop of one 2 ms kernel and a sync (tests/programs/cuda_client), all
 # started together; iterations, token time and grants per job over a
-# common window, read from gshare-top at its two ends.
+# common window, read from gshare-top at its two ends, and the mean time
+# from a grant to the new holder's first launch (the wake) in the window.
 #
 # usage: bench/sched/fake_many_jobs.sh [JOBS [KERNEL_US]]
 #   BUILD (default build), POLICY (default fair), WARM_S (8: start-up left
@@ -37,7 +38,9 @@ before = {p["pid"]: p for p in first["processes"]}
 rows = sorted((p["iterations"] - before[p["pid"]]["iterations"], p["served_ms"] - before[p["pid"]]["served_ms"],
                p["granted"] - before[p["pid"]]["granted"]) for p in last["processes"] if p["pid"] in before)
 iters = [r[0] for r in rows]
+switches = last["switches"] - first["switches"]
+cost_us = (last["switch_ns_total"] - first["switch_ns_total"]) / max(switches, 1) / 1e3
 print(f"jobs {len(rows)}: iterations in the window min {iters[0]} median {iters[len(iters) // 2]} "
       f"max {iters[-1]}, slowest/fastest {iters[0] / iters[-1]:.3f}; token ms min {rows[0][1]:.0f} "
-      f"max {max(r[1] for r in rows):.0f}; switches {last['switches'] - first['switches']}")
+      f"max {max(r[1] for r in rows):.0f}; switches {switches}, grant to first launch {cost_us:.0f} us mean")
 PY

@@ -788,3 +788,61 @@ TEST_CASE("under fair, a job that ran on while the others waited for a start kee
   INFO(gpu.top_json().dump());
   CHECK(longest < 400 * kMs);
 }
+
+TEST_CASE("among many waiters one watches the holder: turns keep their length, and a watcher killed is replaced") {
+  // Ten jobs under fair: nine wait at any moment. One of them watches the
+  // holder for its slice's end; the others sleep until their own grant (a
+  // grant wakes the new holder and the watcher, not all nine). Were the
+  // slice's end missed, a turn would last until a sleeper's own check,
+  // 250 ms, and a job would wait seconds between turns.
+  TestGpu gpu;
+  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}};
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (int i = 0; i < 10; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+  for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+  for (auto& c : jobs) c->post("trainfor 5 1 2000 sync 0");
+  for (auto& c : jobs) await_launched(gpu, *c);
+  // The watcher: a waiting job, named by gshare-top.
+  pid_t victim = 0;
+  await(gpu, "a waiter watching the holder", [&] {
+    const nlohmann::json g = gpu.top_gpu();
+    if (!g.contains("watcher_pid") || g["watcher_pid"].is_null()) return false;
+    victim = g["watcher_pid"].get<pid_t>();
+    return victim != g["holder_pid"];
+  });
+  Client* killed = nullptr;
+  for (auto& c : jobs)
+    if (c->pid() == victim) killed = c.get();
+  REQUIRE(killed != nullptr);
+  const uint64_t kill_ns = monotonic_ns();
+  killed->kill9();
+  // Another waiter takes its place.
+  await(gpu, "another watcher", [&] {
+    const nlohmann::json g = gpu.top_gpu();
+    return g["watcher_pid"].is_number() && g["watcher_pid"] != victim;
+  });
+  for (auto& c : jobs)
+    if (c.get() != killed) CHECK(words(c->reply(30)).at(1) == "ok");
+  const auto all = read_kernel_trace(gpu.kernel_trace());
+  INFO(gpu.top_json().dump());
+  // Turns, all jobs' alike: about the quantum (20 ms) and a step.
+  std::vector<KernelRun> survivors;
+  for (const KernelRun& k : all)
+    if (k.pid != victim) survivors.push_back(k);
+  const double turn_ms = median(slice_lengths_ms(survivors));
+  CHECK(turn_ms >= 10);
+  CHECK(turn_ms < 80);
+  // Before the kill and after it, each job's turn came round: nine turns
+  // of about 22 ms between two of one job's.
+  uint64_t end = UINT64_MAX;
+  for (auto& c : jobs)
+    if (c.get() != killed) end = std::min(end, last_end(kernels_of(all, c->pid())));
+  REQUIRE(end > kill_ns + 1500 * kMs);
+  for (auto& c : jobs) {
+    if (c.get() == killed) continue;
+    const auto mine = kernels_of(all, c->pid());
+    REQUIRE_FALSE(mine.empty());
+    CHECK(longest_wait_in(mine, mine.front().end_ns, kill_ns) < 1200 * kMs);
+    CHECK(longest_wait_in(mine, kill_ns, end) < 1200 * kMs);
+  }
+}
