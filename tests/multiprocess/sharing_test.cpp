@@ -90,6 +90,7 @@ TEST_CASE("200 short-lived processes, some killed, leak nothing") {
   // previous process) to give the GPU up: after 5 ms here, not the default
   // 100 ms, which would be most of this test's time.
   const Env env{{"GSHARE_MEM_LIMIT", "700M"}, {"GSHARE_IDLE_MS", "5"}};
+  int killed = 0;
   for (int started = 0; started < kProcesses; started += kAtOnce) {
     std::vector<std::unique_ptr<Client>> batch;
     for (int i = 0; i < kAtOnce; ++i) {
@@ -99,9 +100,14 @@ TEST_CASE("200 short-lived processes, some killed, leak nothing") {
       batch.back()->send("async " + std::to_string(1 + random() % 60) + "M");
     }
     for (auto& c : batch) {
-      if (random() % 3 == 0) c->kill9();       // dies holding memory
-      else if (random() % 2 == 0) c->finish(); // exits holding memory
-      // else: destroyed below, SIGKILL
+      if (random() % 3 == 0) {
+        c->kill9();  // dies holding memory
+        ++killed;
+      } else if (random() % 2 == 0) {
+        c->finish();  // exits holding memory
+      } else {
+        ++killed;  // destroyed below, SIGKILL
+      }
     }
   }
   // Everything must be back: one process can fill the whole GPU.
@@ -113,7 +119,10 @@ TEST_CASE("200 short-lived processes, some killed, leak nothing") {
   auto top = gpu.top_json();
   REQUIRE(top["gpus"].size() == 1);
   CHECK(top["gpus"][0]["processes"].size() == 1);
-  CHECK(top["gpus"][0]["repairs"] == 0);
+  // A process killed while it held the region's lock (its upkeep thread
+  // reclaiming a sibling that died just before, on a loaded machine) is
+  // repaired after: at most one repair a kill.
+  CHECK(top["gpus"][0]["repairs"] <= killed);
 }
 
 TEST_CASE("a region of a foreign version: one message, and the quota still holds") {
