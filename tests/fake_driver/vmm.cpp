@@ -6,7 +6,12 @@
 // driver. Address reservations are PROT_NONE MAP_NORESERVE mappings and are
 // never charged. cuMemMap maps fresh anonymous memory over the range, so two
 // mappings of one handle do not share contents (not emulated).
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include "fake_cuda_internal.h"
 
@@ -15,6 +20,24 @@ namespace fakecuda {
 namespace {
 
 constexpr size_t kGranularity = 2ULL << 20;  // 2 MiB, like a real GPU
+
+// FAKE_CUDA_VMM_TRACE: one line per successful create, map, set-access,
+// unmap and release, "<pid> <call> <address> <bytes>" (create and release:
+// the handle for the address), so that a test can count how many calls
+// moving memory takes, and of what size.
+void trace_vmm(const char* call, uint64_t address, uint64_t bytes) {
+  static const int fd = [] {
+    const char* path = std::getenv("FAKE_CUDA_VMM_TRACE");
+    return path != nullptr && *path ? ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+  }();
+  if (fd < 0) return;
+  char line[96];
+  const int n = std::snprintf(line, sizeof line, "%d %s %llu %llu\n", int(::getpid()), call,
+                              (unsigned long long)address, (unsigned long long)bytes);
+  if (n > 0 && ::write(fd, line, size_t(n)) < 0) {
+    // A lost line only weakens a test's evidence, never the driver.
+  }
+}
 
 bool valid_prop(const CUmemAllocationProp* prop) {
   return prop != nullptr && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
@@ -105,6 +128,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   const CUmemGenericAllocationHandle h = s.next_phys_handle++;
   s.phys[h] = ph;
   *handle = h;
+  trace_vmm("create", h, size);
   return CUDA_SUCCESS;
 }
 
@@ -116,6 +140,7 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   auto it = s.phys.find(handle);
   if (it == s.phys.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   it->second.released = true;
+  trace_vmm("release", handle, it->second.size);
   if (it->second.mappings <= 0) {  // otherwise freed by the last unmap
     uncharge(it->second.device, it->second.size);
     s.phys.erase(it);
@@ -202,6 +227,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   mp.handle = handle;
   s.mappings[p] = mp;
   ++ph->second.mappings;
+  trace_vmm("map", p, size);
   return CUDA_SUCCESS;
 }
 
@@ -218,6 +244,7 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (auto m : inside) unmap_locked(m);
+  trace_vmm("unmap", p, size);
   return CUDA_SUCCESS;
 }
 
@@ -253,6 +280,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
   }
   if (next != p + size) return CUDA_ERROR_INVALID_VALUE;
   for (auto m : inside) m->second.access = flags;
+  trace_vmm("access", p, size);
   return CUDA_SUCCESS;
 }
 

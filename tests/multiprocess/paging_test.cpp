@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -80,6 +82,52 @@ TEST_CASE("jobs whose memory is twice the GPU all finish, every byte intact", "[
     INFO(jobs[0]->stderr_text() + jobs[1]->stderr_text() + jobs[2]->stderr_text());
     CHECK(paged);
   }
+}
+
+TEST_CASE("moving a job's memory maps it and sets its access once per allocation, whole", "[paging]") {
+  // The driver's map and set-access cost tens of microseconds a call: a
+  // page-in maps an allocation as one piece, not 2 MiB at a time. Three
+  // jobs of 160 MiB in five allocations of 32 MiB on 256 MiB, as above;
+  // the fake driver writes every VMM call of theirs to a trace.
+  TestGpu gpu(256 * kMiB);
+  const std::string trace = gpu.dir() + "/vmm.trace";
+  auto jobs = started_jobs(gpu, 3, paging({{"FAKE_CUDA_VMM_TRACE", trace}}));
+  for (auto& job : jobs) job->post("pagetrain 8 160M 5 4 10000 120");
+  for (auto& job : jobs) CHECK(starts_with(job->reply(120), "pagetrain ok 8 "));
+  // Per process and address: the calls, and the sizes they covered.
+  struct Calls {
+    int maps = 0, accesses = 0, unmaps = 0;
+    std::set<uint64_t> sizes;
+  };
+  std::map<std::pair<int, uint64_t>, Calls> by_address;
+  std::map<int, int> creates;
+  std::ifstream in(trace);
+  std::string call;
+  int pid;
+  uint64_t address, bytes;
+  while (in >> pid >> call >> address >> bytes) {
+    if (call == "create") creates[pid]++;
+    if (call != "map" && call != "access" && call != "unmap") continue;
+    Calls& c = by_address[{pid, address}];
+    c.maps += call == "map";
+    c.accesses += call == "access";
+    c.unmaps += call == "unmap";
+    c.sizes.insert(bytes);
+  }
+  REQUIRE_FALSE(by_address.empty());
+  int maps = 0, remapped = 0;
+  for (const auto& [where, c] : by_address) {
+    INFO("pid " << where.first << " address " << where.second);
+    CHECK(c.sizes == std::set<uint64_t>{32 * kMiB});  // each call covers a whole allocation
+    CHECK(c.accesses == c.maps);           // one set-access a map
+    CHECK(c.unmaps >= c.maps - 1);         // mapped again only after an unmap
+    maps += c.maps;
+    remapped += c.maps > 1;
+  }
+  CHECK(remapped > 0);  // some allocation was paged out and back in
+  int created = 0;
+  for (const auto& [p, n] : creates) created += n;
+  CHECK(created == maps);  // one physical allocation a map
 }
 
 TEST_CASE("a job paged out mid-iteration resumes with its step's memory intact", "[paging]") {
