@@ -113,6 +113,16 @@ CUresult allocate_movable(Device& device, uint64_t size, CUdeviceptr* pointer, u
   return CUDA_SUCCESS;
 }
 
+bool is_movable_address(uint64_t address) {
+  if (!paging_enabled()) return false;
+  bool found = false;
+  ledger().for_each([&](Allocation& a) {
+    if (a.kind == AllocationKind::kDevice && a.movable && address >= a.key && address - a.key < a.extent)
+      found = true;
+  });
+  return found;
+}
+
 CUresult allocate_movable_tracked(Device& device, uint64_t size, CUdeviceptr* pointer) {
   Birth birth = classify_birth(size);
   return admit_and_try(device, "cuMemAlloc", size, 1, birth.kind, [&](bool* driver_refused) {

@@ -15,7 +15,8 @@
 // the program, owns its physical memory), the program's own cuMemCreate
 // memory and graph memory nodes. A movable allocation cannot be exported
 // with cuIpcGetMemHandle (the driver refuses address space it did not
-// allocate itself): programs that share device memory between processes
+// allocate itself): the hook answers CUDA_ERROR_NOT_SUPPORTED with a
+// message, and programs that share device memory between processes
 // through CUDA IPC must leave paging off.
 #pragma once
 
@@ -54,6 +55,11 @@ CUresult allocate_movable_tracked(Device& device, uint64_t size, CUdeviceptr* po
 // the address space stays reserved).
 CUresult back_range(int device, CUdeviceptr pointer, uint64_t size, uint64_t* handle);
 void unback_range(CUdeviceptr pointer, uint64_t size, uint64_t handle);
+
+// Whether `address` lies in a movable allocation of this process: such
+// memory cannot be exported with cuIpcGetMemHandle (the driver exports
+// only memory it allocated itself), and the hook says so.
+bool is_movable_address(uint64_t address);
 
 // Frees a movable allocation whose ledger entry was taken out: its backing
 // if resident, and its address space. Its host copy is the caller's to

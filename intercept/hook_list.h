@@ -38,6 +38,8 @@
   /* allocation and free */                                                   \
   X(cuMemAlloc) X(cuMemAlloc_v2) X(cuMemAllocPitch) X(cuMemAllocPitch_v2)     \
   X(cuMemAllocManaged) X(cuMemFree) X(cuMemFree_v2)                           \
+  /* export: paged memory cannot be, and says so */                           \
+  X(cuIpcGetMemHandle)                                                        \
   /* stream-ordered pools */                                                  \
   X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)       \
   X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)    \

@@ -389,6 +389,23 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUde
   return CUDA_SUCCESS;
 }
 
+// Exports only memory cuMemAlloc made, as the real driver: address space
+// of cuMemAddressReserve backed by cuMemMap is refused. The handle holds
+// the allocation's base; nothing opens it here.
+CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> g(S().mu);
+  Alloc* a = find_alloc_locked(U(dptr), 0);
+  if (a == nullptr || a->kind != AllocKind::kDevice) return CUDA_ERROR_INVALID_VALUE;
+  *handle = CUipcMemHandle{};
+  const uint64_t base = a->base;
+  static_assert(sizeof base <= sizeof handle->reserved, "handle too small");
+  std::memcpy(handle->reserved, &base, sizeof base);
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemGetAddressRange(fake_deviceptr_v1*, unsigned int*, fake_deviceptr_v1) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -88,6 +88,7 @@ const ProcEntry kProcTable[] = {
     {"cuMemGetInfo", 3020, false, reinterpret_cast<void*>(&cuMemGetInfo_v2)},
     {"cuMemGetAddressRange", 2000, false, reinterpret_cast<void*>(&cuMemGetAddressRange)},
     {"cuMemGetAddressRange", 3020, false, reinterpret_cast<void*>(&cuMemGetAddressRange_v2)},
+    {"cuIpcGetMemHandle", 4010, false, reinterpret_cast<void*>(&cuIpcGetMemHandle)},
     {"cuMemAllocHost", 2000, false, reinterpret_cast<void*>(&cuMemAllocHost)},
     {"cuMemAllocHost", 3020, false, reinterpret_cast<void*>(&cuMemAllocHost_v2)},
     {"cuMemHostAlloc", 2020, false, reinterpret_cast<void*>(&cuMemHostAlloc)},

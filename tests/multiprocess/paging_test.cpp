@@ -706,6 +706,23 @@ TEST_CASE("paging past the host-memory limit is refused with a clear message", "
   CHECK(starts_with(b.send("alloc 160M"), "alloc ok"));
 }
 
+TEST_CASE("memory that can be paged is not exported through CUDA IPC, with one message saying why", "[paging]") {
+  TestGpu gpu(256 * kMiB);
+  Client c(gpu, paging());
+  REQUIRE(c.send("init") == "init ok");
+  REQUIRE(c.send("alloc 32M movable") == "alloc ok movable");   // whole granules: movable
+  REQUIRE(c.send("alloc 100000 small") == "alloc ok small");    // under a granule: stays put
+  CHECK(c.send("ipc small") == "ipc ok");
+  CHECK(c.send("ipc movable") == "ipc err 801");  // CUDA_ERROR_NOT_SUPPORTED
+  INFO(c.stderr_text());
+  CHECK(c.stderr_text().find("GSHARE_PAGING=off") != std::string::npos);
+  // Without paging the same allocation exports.
+  Client plain(gpu);
+  REQUIRE(plain.send("init") == "init ok");
+  REQUIRE(plain.send("alloc 32M a") == "alloc ok a");
+  CHECK(plain.send("ipc a") == "ipc ok");
+}
+
 TEST_CASE("a bad paging setting stops the program with one message", "[paging]") {
   TestGpu gpu(256 * kMiB);
   for (const auto& [name, value] :

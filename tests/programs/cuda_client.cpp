@@ -7,7 +7,7 @@
 // Commands come from the arguments, then (with --stdin) one per line on
 // standard input. Each prints exactly one line, flushed, so a test can
 // drive a client step by step:
-//   init | alloc SIZE [NAME] | free NAME | pitch WIDTH HEIGHT [NAME] |
+//   init | alloc SIZE [NAME] | free NAME | ipc NAME (cuIpcGetMemHandle) | pitch WIDTH HEIGHT [NAME] |
 //   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
@@ -127,6 +127,7 @@ struct Api {
   CUresult (*memset_d32)(CUdeviceptr, unsigned int, size_t);
   CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*stream_synchronize)(CUstream);
+  CUresult (*ipc_get_mem_handle)(CUipcMemHandle*, CUdeviceptr);
 };
 
 Api g_api;
@@ -193,7 +194,8 @@ void from_dlsym(Fn* slot, const char* abi_name) {
   X(ctx_synchronize, "cuCtxSynchronize", "cuCtxSynchronize")      \
   X(memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2")                \
   X(memcpy_dtoh_async, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2") \
-  X(stream_synchronize, "cuStreamSynchronize", "cuStreamSynchronize")
+  X(stream_synchronize, "cuStreamSynchronize", "cuStreamSynchronize") \
+  X(ipc_get_mem_handle, "cuIpcGetMemHandle", "cuIpcGetMemHandle")
 
 void load(const std::string& mode) {
   if (mode == "gpa") {
@@ -350,6 +352,9 @@ std::string run(const std::vector<std::string>& a) {
   } else if (cmd == "free") {
     if (result(g_api.mem_free(g_named.at(a.at(1))))) out << "free ok";
     g_named.erase(a.at(1));
+  } else if (cmd == "ipc") {
+    CUipcMemHandle handle;
+    if (result(g_api.ipc_get_mem_handle(&handle, g_named.at(a.at(1))))) out << "ipc ok";
   } else if (cmd == "async") {
     CUdeviceptr p = 0;
     std::string name = name_or(a, 2);
