@@ -1060,7 +1060,8 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
     bool decide = first || me.job_state == shm::kJobIdle;
     bool idle = false, on_host = false;
     uint64_t idle_left = kMaxSleepNs;
-    const TokenWatcher::Role role = watcher.role(token_index(r, own), takeover_swap_ns(r, me) == 0);
+    const uint64_t patience = takeover_swap_ns(r, me);
+    const TokenWatcher::Role role = watcher.role(token_index(r, own), patience == 0);
     int holder = holder_hint(token);
     if (holder < 0 || !arbiter.slot_is_live(holder)) {
       decide = true;
@@ -1071,7 +1072,7 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
       const bool unsettled = arbiter.holds_unsettled_memory(holder);
       bool mid = h_slot.class_iterations > 0 && unsettled;
       bool ask_for_cache = false;
-      idle = watch.idle(holder, h_slot, now, &idle_left, mid, &ask_for_cache, takeover_swap_ns(r, me));
+      idle = watch.idle(holder, h_slot, now, &idle_left, mid, &ask_for_cache, patience);
       if (ask_for_cache) arbiter.update([&] { r.slots[holder].release_requests++; });
       if (!idle && lends(r) && role == TokenWatcher::kWatching) {
         uint64_t lend_left;
