@@ -338,9 +338,9 @@ struct alignas(64) RegionHeader {
   uint32_t live_slots;         // slots in state kSlotLive: an allocation asks "am I alone?" cheaply
   // The waiter that watches the holder of token 0 (slot index + 1; 0:
   // none): for the slice's end, an idle holder, one working on the host.
-  // While it waits, the other waiters of that token sleep until their own
-  // grant or a wider change (scheduler/token.cpp), and a grant wakes only
-  // the new holder and the watcher.
+  // While it waits, the other waiters of that token leave the slice's end
+  // and loans to it (scheduler/token.cpp), and a grant wakes only the new
+  // holder and the watcher.
   std::atomic<uint32_t> token_watcher;
   // Switches on this GPU's tokens that reached the new holder's first
   // launch (scheduler/token.h), and their cost, since the region was
