@@ -11,12 +11,15 @@ namespace gshare::shm {
 
 namespace {
 
-// The host's memory in bytes; 0 if unknown.
+// The host's memory in bytes; 0 if unknown. Learnt once into a
+// constant-initialised word (no guarded static: this runs inside hooks).
 uint64_t host_memory_bytes() {
-  static const uint64_t bytes = [] {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : uint64_t(0);
-  }();
+  static std::atomic<uint64_t> learnt{0};
+  uint64_t bytes = learnt.load(std::memory_order_relaxed);
+  if (bytes != 0) return bytes;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  learnt.store(bytes, std::memory_order_relaxed);
   return bytes;
 }
 
