@@ -55,6 +55,7 @@
 #undef cuMemAllocPitch
 #undef cuMemFree
 #undef cuMemGetAddressRange
+#undef cuIpcOpenMemHandle
 #undef cuMemAllocHost
 #undef cuMemcpyHtoD
 #undef cuMemcpyDtoH
@@ -97,6 +98,7 @@ CUresult CUDAAPI cuMemFree(fake_deviceptr_v1 dptr);
 CUresult CUDAAPI cuMemGetAddressRange(fake_deviceptr_v1* pbase, unsigned int* psize,
                                       fake_deviceptr_v1 dptr);
 CUresult CUDAAPI cuMemAllocHost(void** pp, unsigned int bytesize);
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags);
 CUresult CUDAAPI cuMemcpyHtoD(fake_deviceptr_v1 dstDevice, const void* srcHost,
                               unsigned int ByteCount);
 CUresult CUDAAPI cuMemcpyDtoH(void* dstHost, fake_deviceptr_v1 srcDevice,
@@ -364,12 +366,16 @@ struct Alloc {
   unsigned long long buffer_id = 0;
 };
 
-struct PhysAlloc {  // cuMemCreate
+struct PhysAlloc {  // cuMemCreate, or cuMemImportFromShareableHandle
   size_t size = 0;
   int device = 0;
   bool released = false;
   int mappings = 0;
   CUmemAllocationProp prop{};
+  // Once exported (or when imported): the memfd that holds its contents,
+  // mapped shared by every mapping, in every process that has it.
+  int memfd = -1;
+  bool imported = false;  // charged to the exporter's device use, not here
 };
 
 struct Reservation {  // cuMemAddressReserve
@@ -380,6 +386,7 @@ struct Reservation {  // cuMemAddressReserve
 struct Mapping {  // cuMemMap
   uintptr_t base = 0;
   size_t size = 0;
+  size_t offset = 0;  // into the physical allocation
   CUmemGenericAllocationHandle handle = 0;
   unsigned long long access = 0;  // CUmemAccess_flags set by cuMemSetAccess
 };

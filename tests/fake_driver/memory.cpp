@@ -406,6 +406,23 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   return CUDA_SUCCESS;
 }
 
+// Opening the driver's own handles is not emulated: a handle of cuMemAlloc
+// memory names memory of another process's address space here.
+CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle, unsigned int) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  return pdptr == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  return cuIpcOpenMemHandle_v2(pdptr, handle, flags);
+}
+
+CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr) {
+  CUresult rc = check_init();
+  return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_VALUE;
+}
+
 CUresult CUDAAPI cuMemGetAddressRange(fake_deviceptr_v1*, unsigned int*, fake_deviceptr_v1) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }

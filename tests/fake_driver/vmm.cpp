@@ -5,13 +5,21 @@
 // uncharged once it is both released and unmapped everywhere, like the real
 // driver. Address reservations are PROT_NONE MAP_NORESERVE mappings and are
 // never charged. cuMemMap maps fresh anonymous memory over the range, so two
-// mappings of one handle do not share contents (not emulated).
+// mappings of one handle do not share contents (not emulated) until it is
+// exported: cuMemExportToShareableHandle (POSIX file descriptor, for memory
+// created with that handle type requested) moves its contents into a memfd
+// and maps every mapping of it shared; that memfd is the descriptor, and
+// cuMemImportFromShareableHandle in another process maps the same pages,
+// uncharged (the exporter's device pays for them). FAKE_CUDA_NO_SHAREABLE=1
+// refuses the handle type, as some containers' drivers do.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "fake_cuda_internal.h"
 
@@ -56,6 +64,13 @@ Reservation* reservation_locked(uintptr_t p, size_t len) {
   return &r;
 }
 
+// Caller holds S().mu. Frees a physical allocation released and unmapped.
+void drop_phys_locked(std::map<CUmemGenericAllocationHandle, PhysAlloc>::iterator ph) {
+  if (!ph->second.imported) uncharge(ph->second.device, ph->second.size);
+  if (ph->second.memfd >= 0) ::close(ph->second.memfd);
+  S().phys.erase(ph);
+}
+
 // Caller holds S().mu. Drops one mapping: the range goes back to PROT_NONE
 // and the physical allocation loses a mapping (freed if also released).
 void unmap_locked(std::map<uintptr_t, Mapping>::iterator it) {
@@ -66,10 +81,7 @@ void unmap_locked(std::map<uintptr_t, Mapping>::iterator it) {
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   auto ph = s.phys.find(m.handle);
   if (ph == s.phys.end()) return;
-  if (--ph->second.mappings <= 0 && ph->second.released) {
-    uncharge(ph->second.device, ph->second.size);
-    s.phys.erase(ph);
-  }
+  if (--ph->second.mappings <= 0 && ph->second.released) drop_phys_locked(ph);
 }
 
 // Caller holds S().mu. Mappings within [p, p+len): false if one only
@@ -118,6 +130,12 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (rc != CUDA_SUCCESS) return rc;
   if (handle == nullptr || !valid_prop(prop) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (size == 0 || size % kGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+    const char* refuse = std::getenv("FAKE_CUDA_NO_SHAREABLE");
+    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        (refuse != nullptr && std::strcmp(refuse, "1") == 0))
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
   State& s = S();
   std::lock_guard<std::mutex> g(s.mu);
   if (!charge(prop->location.id, size)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -141,10 +159,7 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (it == s.phys.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
   it->second.released = true;
   trace_vmm("release", handle, it->second.size);
-  if (it->second.mappings <= 0) {  // otherwise freed by the last unmap
-    uncharge(it->second.device, it->second.size);
-    s.phys.erase(it);
-  }
+  if (it->second.mappings <= 0) drop_phys_locked(it);  // otherwise freed by the last unmap
   return CUDA_SUCCESS;
 }
 
@@ -217,13 +232,17 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     auto prev = std::prev(it);
     if (prev->second.base + prev->second.size > p) return CUDA_ERROR_INVALID_VALUE;
   }
-  void* m = ::mmap(reinterpret_cast<void*>(p), size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  void* m = ph->second.memfd >= 0
+                ? ::mmap(reinterpret_cast<void*>(p), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                         ph->second.memfd, off_t(offset))
+                : ::mmap(reinterpret_cast<void*>(p), size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  advise_huge_pages(m, size);
+  if (ph->second.memfd < 0) advise_huge_pages(m, size);
   Mapping mp;
   mp.base = p;
   mp.size = size;
+  mp.offset = offset;
   mp.handle = handle;
   s.mappings[p] = mp;
   ++ph->second.mappings;
@@ -302,6 +321,84 @@ CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags, const CUmemLocation* 
     return CUDA_ERROR_INVALID_VALUE;
   }
   *flags = it->second.access;
+  return CUDA_SUCCESS;
+}
+
+// Only POSIX file descriptors, of memory created asking for them.
+CUresult CUDAAPI cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType,
+                                              unsigned long long flags) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  auto ph = s.phys.find(handle);
+  if (ph == s.phys.end() || ph->second.released) return CUDA_ERROR_INVALID_HANDLE;
+  PhysAlloc& phys = ph->second;
+  if (!phys.imported && !(phys.prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (phys.memfd < 0) {
+    // The contents move into the memfd, and each mapping onto it.
+    char name[32];
+    std::snprintf(name, sizeof name, "fake-cuda-dev%d", phys.device);
+    int fd = ::memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0 || ::ftruncate(fd, off_t(phys.size)) != 0) {
+      if (fd >= 0) ::close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (auto& [base, m] : s.mappings) {
+      if (m.handle != handle) continue;
+      if (::pwrite(fd, reinterpret_cast<void*>(m.base), m.size, off_t(m.offset)) != ssize_t(m.size) ||
+          ::mmap(reinterpret_cast<void*>(m.base), m.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                 off_t(m.offset)) == MAP_FAILED) {
+        ::close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+    }
+    phys.memfd = fd;
+  }
+  int out = ::fcntl(phys.memfd, F_DUPFD_CLOEXEC, 0);
+  if (out < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(shareableHandle) = out;
+  return CUDA_SUCCESS;
+}
+
+// A descriptor cuMemExportToShareableHandle made, in this process or
+// another: its memfd's name says the device. The caller keeps its descriptor.
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                CUmemAllocationHandleType shHandleType) {
+  CUresult rc = check_init();
+  if (rc != CUDA_SUCCESS) return rc;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  const int fd = int(reinterpret_cast<intptr_t>(osHandle));
+  char link[64], target[128] = {};
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  int device = -1;
+  struct stat st {};
+  if (::readlink(link, target, sizeof target - 1) < 0 ||
+      std::sscanf(target, "/memfd:fake-cuda-dev%d", &device) != 1 || find_device(device) == nullptr ||
+      ::fstat(fd, &st) != 0 || st.st_size <= 0 || size_t(st.st_size) % kGranularity != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  State& s = S();
+  std::lock_guard<std::mutex> g(s.mu);
+  PhysAlloc ph;
+  ph.size = size_t(st.st_size);
+  ph.device = device;
+  ph.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  ph.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  ph.prop.location.id = device;
+  ph.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  ph.memfd = own;
+  ph.imported = true;
+  const CUmemGenericAllocationHandle h = s.next_phys_handle++;
+  s.phys[h] = ph;
+  *handle = h;
+  trace_vmm("import", h, ph.size);
   return CUDA_SUCCESS;
 }
 

@@ -7,7 +7,11 @@
 // Commands come from the arguments, then (with --stdin) one per line on
 // standard input. Each prints exactly one line, flushed, so a test can
 // drive a client step by step:
-//   init | alloc SIZE [NAME] | free NAME | ipc NAME (cuIpcGetMemHandle) | pitch WIDTH HEIGHT [NAME] |
+//   init | alloc SIZE [NAME] | free NAME | pitch WIDTH HEIGHT [NAME] |
+//   ipc NAME (cuIpcGetMemHandle; replies "ipc ok HANDLE_HEX") |
+//   ipcopen HANDLE_HEX NAME (cuIpcOpenMemHandle) | ipcclose NAME |
+//   put NAME WORD BYTES (cuMemsetD32 of BYTES/4 words, then a sync) |
+//   peek NAME OFFSET (the 32-bit word at byte OFFSET: "peek WORD") |
 //   managed SIZE [NAME] | async SIZE [NAME] | freeasync NAME | trim |
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
@@ -128,6 +132,8 @@ struct Api {
   CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*ipc_get_mem_handle)(CUipcMemHandle*, CUdeviceptr);
+  CUresult (*ipc_open_mem_handle)(CUdeviceptr*, CUipcMemHandle, unsigned int);
+  CUresult (*ipc_close_mem_handle)(CUdeviceptr);
 };
 
 Api g_api;
@@ -195,7 +201,9 @@ void from_dlsym(Fn* slot, const char* abi_name) {
   X(memcpy_dtoh, "cuMemcpyDtoH", "cuMemcpyDtoH_v2")                \
   X(memcpy_dtoh_async, "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2") \
   X(stream_synchronize, "cuStreamSynchronize", "cuStreamSynchronize") \
-  X(ipc_get_mem_handle, "cuIpcGetMemHandle", "cuIpcGetMemHandle")
+  X(ipc_get_mem_handle, "cuIpcGetMemHandle", "cuIpcGetMemHandle")  \
+  X(ipc_open_mem_handle, "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2") \
+  X(ipc_close_mem_handle, "cuIpcCloseMemHandle", "cuIpcCloseMemHandle")
 
 void load(const std::string& mode) {
   if (mode == "gpa") {
@@ -354,7 +362,32 @@ std::string run(const std::vector<std::string>& a) {
     g_named.erase(a.at(1));
   } else if (cmd == "ipc") {
     CUipcMemHandle handle;
-    if (result(g_api.ipc_get_mem_handle(&handle, g_named.at(a.at(1))))) out << "ipc ok";
+    if (result(g_api.ipc_get_mem_handle(&handle, g_named.at(a.at(1))))) {
+      out << "ipc ok ";
+      for (unsigned char c : handle.reserved) out << "0123456789abcdef"[c >> 4] << "0123456789abcdef"[c & 15];
+    }
+  } else if (cmd == "ipcopen") {
+    CUipcMemHandle handle{};
+    const std::string& hex = a.at(1);
+    for (size_t i = 0; i < sizeof handle.reserved && 2 * i + 1 < hex.size(); ++i)
+      handle.reserved[i] = char(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    CUdeviceptr p = 0;
+    if (result(g_api.ipc_open_mem_handle(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))) {
+      g_named[a.at(2)] = p;
+      out << "ipcopen ok " << a.at(2);
+    }
+  } else if (cmd == "ipcclose") {
+    if (result(g_api.ipc_close_mem_handle(g_named.at(a.at(1))))) out << "ipcclose ok";
+    g_named.erase(a.at(1));
+  } else if (cmd == "put") {
+    if (result(g_api.memset_d32(g_named.at(a.at(1)), unsigned(std::stoul(a.at(2), nullptr, 0)),
+                                parse_size(a.at(3)) / 4)) &&
+        result(g_api.ctx_synchronize()))
+      out << "put ok";
+  } else if (cmd == "peek") {
+    uint32_t word = 0;
+    if (result(g_api.memcpy_dtoh(&word, g_named.at(a.at(1)) + parse_size(a.at(2)), sizeof word)))
+      out << "peek " << word;
   } else if (cmd == "async") {
     CUdeviceptr p = 0;
     std::string name = name_or(a, 2);
