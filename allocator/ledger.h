@@ -49,6 +49,13 @@ struct Allocation {
   uint8_t paged = 0;
   uint8_t host_registered = 0;
   uint64_t host_copy = 0;
+  // A movable allocation exported through CUDA IPC (allocator/memory_export.h)
+  // is never paged again: `export_fd` is its physical memory's shareable
+  // descriptor, handed (duplicated) to importers, and `export_serial` tells
+  // its handles from those of a later allocation at the same address.
+  uint8_t exported = 0;
+  uint32_t export_serial = 0;
+  int32_t export_fd = -1;
 };
 
 class Ledger {

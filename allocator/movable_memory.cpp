@@ -3,6 +3,7 @@
 #include "allocator/host_copies.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 
@@ -24,13 +25,37 @@ namespace {
 pthread_mutex_t g_movable_mutex = PTHREAD_MUTEX_INITIALIZER;
 // Each device's granule, learnt at its first movable allocation; 0: not yet.
 std::atomic<uint64_t> g_granule[kMaxDevices];
+// Whether physical memory is made exportable as a file descriptor (CUDA
+// IPC of movable memory, allocator/memory_export.h): until the driver
+// refuses it once (some containers and drivers do), then never again.
+std::atomic<bool> g_shareable{true};
 
-CUmemAllocationProp device_memory(int device) {
+CUmemAllocationProp device_memory(int device, bool shareable) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = device;
+  if (shareable) prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return prop;
+}
+
+CUmemAllocationProp device_memory(int device) { return device_memory(device, false); }
+
+// cuMemCreate of exportable memory, else (once refused) of plain memory.
+CUresult create_physical(int device, uint64_t size, CUmemGenericAllocationHandle* handle) {
+  const DriverApi& api = driver();
+  if (g_shareable.load(std::memory_order_relaxed)) {
+    CUmemAllocationProp prop = device_memory(device, true);
+    CUresult r = api.mem_create(handle, size, &prop, 0);
+    if (r != CUDA_ERROR_NOT_SUPPORTED && r != CUDA_ERROR_NOT_PERMITTED && r != CUDA_ERROR_INVALID_VALUE)
+      return r;
+    if (g_shareable.exchange(false))
+      GSHARE_INFO("the driver makes no exportable device memory (error %d): memory that can be paged "
+                  "cannot be shared through CUDA IPC in this process",
+                  int(r));
+  }
+  CUmemAllocationProp prop = device_memory(device, false);
+  return api.mem_create(handle, size, &prop, 0);
 }
 
 uint64_t granule_of(int device) {
@@ -68,7 +93,7 @@ CUresult back_range(int device, CUdeviceptr pointer, uint64_t size, uint64_t* ha
   const DriverApi& api = driver();
   CUmemAllocationProp prop = device_memory(device);
   CUmemGenericAllocationHandle h = 0;
-  CUresult r = api.mem_create(&h, size, &prop, 0);
+  CUresult r = create_physical(device, size, &h);
   if (r != CUDA_SUCCESS) return r;
   r = api.mem_map(pointer, size, 0, h, 0);
   if (r != CUDA_SUCCESS) {
@@ -113,12 +138,14 @@ CUresult allocate_movable(Device& device, uint64_t size, CUdeviceptr* pointer, u
   return CUDA_SUCCESS;
 }
 
-bool is_movable_address(uint64_t address) {
+bool find_movable(uint64_t address, Allocation* out) {
   if (!paging_enabled()) return false;
   bool found = false;
   ledger().for_each([&](Allocation& a) {
-    if (a.kind == AllocationKind::kDevice && a.movable && address >= a.key && address - a.key < a.extent)
-      found = true;
+    if (found || a.kind != AllocationKind::kDevice || !a.movable) return;
+    if (address < a.key || address - a.key >= a.extent) return;
+    *out = a;
+    found = true;
   });
   return found;
 }
@@ -159,6 +186,9 @@ CUresult free_movable(const Allocation& entry) {
     api.ctx_pop_current(&ignored);
   }
   if (!entry.paged) unback_range(entry.key, entry.extent, entry.handle);
+  // Out of the ledger, no importer can be handed it any more; those that
+  // were keep the physical memory alive until they close it.
+  if (entry.exported && entry.export_fd >= 0) close(entry.export_fd);
   return api.mem_address_free(entry.key, entry.extent);
 }
 

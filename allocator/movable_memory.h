@@ -13,11 +13,9 @@
 // cuMemAlloc memory (rounding would waste more than paging could win),
 // pitched and managed memory, stream-ordered pool memory (the pool, not
 // the program, owns its physical memory), the program's own cuMemCreate
-// memory and graph memory nodes. A movable allocation cannot be exported
-// with cuIpcGetMemHandle (the driver refuses address space it did not
-// allocate itself): the hook answers CUDA_ERROR_NOT_SUPPORTED with a
-// message, and programs that share device memory between processes
-// through CUDA IPC must leave paging off.
+// memory and graph memory nodes. A movable allocation exported with
+// cuIpcGetMemHandle stops moving from then on (allocator/memory_export.h):
+// another process may be using it at any time.
 #pragma once
 
 #include <cuda.h>
@@ -56,13 +54,18 @@ CUresult allocate_movable_tracked(Device& device, uint64_t size, CUdeviceptr* po
 CUresult back_range(int device, CUdeviceptr pointer, uint64_t size, uint64_t* handle);
 void unback_range(CUdeviceptr pointer, uint64_t size, uint64_t handle);
 
-// Whether `address` lies in a movable allocation of this process: such
-// memory cannot be exported with cuIpcGetMemHandle (the driver exports
-// only memory it allocated itself), and the hook says so.
-bool is_movable_address(uint64_t address);
+// The movable allocation of this process that `address` lies in, copied
+// to *out; false if none.
+bool find_movable(uint64_t address, Allocation* out);
+
+// Whether the pager may move `a`, an entry of `device`: movable and not
+// exported.
+inline bool pageable(const Allocation& a, int device) {
+  return a.kind == AllocationKind::kDevice && a.movable && !a.exported && a.device == device;
+}
 
 // Frees a movable allocation whose ledger entry was taken out: its backing
-// if resident, and its address space. Its host copy is the caller's to
+// if resident, its export's descriptor, and its address space. Its host copy is the caller's to
 // free, once the bytes are given back (free_entry_host_copy, pager.h).
 CUresult free_movable(const Allocation& entry);
 

@@ -99,8 +99,7 @@ class Ranges {
 // paged out (`paged` true). Call with the movable-memory lock held.
 void collect(int device, bool paged, Ranges* out) {
   ledger().for_each([&](Allocation& a) {
-    if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device) return;
-    if ((a.paged != 0) != paged) return;
+    if (!pageable(a, device) || (a.paged != 0) != paged) return;
     out->add({a.key, a.extent, a.handle, a.host_copy, a.context, a.paged, a.persistent, a.host_registered});
   });
 }
@@ -108,7 +107,7 @@ void collect(int device, bool paged, Ranges* out) {
 size_t count_movable(int device) {
   size_t n = 0;
   ledger().for_each([&](Allocation& a) {
-    if (a.kind == AllocationKind::kDevice && a.movable && a.device == device) ++n;
+    if (pageable(a, device)) ++n;
   });
   return n;
 }
@@ -372,8 +371,7 @@ void free_host_copies(Device& device, uint64_t want) {
   // call must not hold up the hooks that take the ledger's lock.
   ledger().for_each([&](Allocation& a) {
     if (want != 0 && taken >= want) return;
-    if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device.ordinal) return;
-    if (a.paged || a.host_copy == 0 || !kept.ok()) return;
+    if (!pageable(a, device.ordinal) || a.paged || a.host_copy == 0 || !kept.ok()) return;
     kept.add({a.key, a.extent, 0, a.host_copy, a.context, 0, 0, a.host_registered});
     taken += a.extent;
     a.host_copy = 0;
@@ -448,8 +446,7 @@ void prepare_host_copy(Device& device) {
   Range pick{};
   lock_movable_memory();
   ledger().for_each([&](Allocation& a) {
-    if (a.kind != AllocationKind::kDevice || !a.movable || a.device != device.ordinal) return;
-    if (a.paged || a.host_copy != 0 || a.extent <= pick.size) return;
+    if (!pageable(a, device.ordinal) || a.paged || a.host_copy != 0 || a.extent <= pick.size) return;
     pick = {a.key, a.extent, 0, 0, a.context, 0, 0, 0};
   });
   unlock_movable_memory();
@@ -467,7 +464,7 @@ void prepare_host_copy(Device& device) {
   if (host.pointer != 0) {
     lock_movable_memory();
     ledger().update(AllocationKind::kDevice, pick.pointer, [&](Allocation& a) {
-      if (!a.movable || a.paged || a.host_copy != 0 || a.extent != pick.size) return;
+      if (!a.movable || a.exported || a.paged || a.host_copy != 0 || a.extent != pick.size) return;
       a.host_copy = host.pointer;
       a.host_registered = host.registered;
       attached = true;
@@ -885,7 +882,8 @@ void note_movable_resident(Device& device, int64_t bytes) {
 void note_paged_entry_freed(Device& device, const Allocation& entry) {
   if (!device.account.shared()) return;
   if (!entry.paged) {
-    note_movable_resident(device, -int64_t(entry.extent));
+    // An exported allocation left the movable bytes when it was exported.
+    if (!entry.exported) note_movable_resident(device, -int64_t(entry.extent));
     return;
   }
   Arbiter& arbiter = device.account.arbiter();

@@ -62,6 +62,8 @@ void fill_driver() {
   look_up(h, &g_api.stream_destroy, "cuStreamDestroy_v2", "cuStreamDestroy");
   look_up(h, &g_api.ctx_push_current, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
   look_up(h, &g_api.ctx_pop_current, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+  look_up(h, &g_api.mem_export_to_shareable_handle, "cuMemExportToShareableHandle");
+  look_up(h, &g_api.mem_import_from_shareable_handle, "cuMemImportFromShareableHandle");
 }
 
 void fill_nvml() {

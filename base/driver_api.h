@@ -56,6 +56,12 @@ struct DriverApi {
   CUresult (*stream_destroy)(CUstream);
   CUresult (*ctx_push_current)(CUcontext);
   CUresult (*ctx_pop_current)(CUcontext*);
+  // CUDA IPC of movable memory (allocator/memory_export.h): its physical
+  // memory travels as a file descriptor.
+  CUresult (*mem_export_to_shareable_handle)(void*, CUmemGenericAllocationHandle,
+                                             CUmemAllocationHandleType, unsigned long long);
+  CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle*, void*,
+                                               CUmemAllocationHandleType);
   // NVML, loaded by gshare itself when first needed (load_nvml_for_gshare).
   nvml::Return (*nvml_init)();
   nvml::Return (*nvml_device_get_handle_by_uuid)(const char*, nvml::Device*);

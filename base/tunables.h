@@ -193,6 +193,11 @@ inline constexpr uint64_t kLockTimeoutNs = 5'000'000'000ull;
 // wakes starts within about one of its kernels.
 inline constexpr int kPriorityInFlightDepth = 1;
 
+// --- CUDA IPC of movable memory (allocator/memory_export.h) ---
+// How long an importer waits for the exporting process to answer, and the
+// exporter for an importer to ask: each step of one short exchange.
+inline constexpr int kIpcTimeoutMs = 2000;
+
 // --- Logging (base/log.cpp) ---
 // At most kBurst messages per second; the rest are counted and reported.
 inline constexpr int kBurst = 20;

@@ -32,6 +32,7 @@
 #undef cuStreamBeginCapture
 #undef cuStreamBeginCaptureToGraph
 #undef cuStreamEndCapture
+#undef cuIpcOpenMemHandle
 
 extern "C" {
 typedef unsigned int CUdeviceptr_v1;
@@ -78,4 +79,5 @@ CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGra
                                                   const CUgraphEdgeData* dependencyData,
                                                   size_t numDependencies, CUstreamCaptureMode mode);
 CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph);
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags);
 }

@@ -38,8 +38,9 @@
   /* allocation and free */                                                   \
   X(cuMemAlloc) X(cuMemAlloc_v2) X(cuMemAllocPitch) X(cuMemAllocPitch_v2)     \
   X(cuMemAllocManaged) X(cuMemFree) X(cuMemFree_v2)                           \
-  /* export: paged memory cannot be, and says so */                           \
-  X(cuIpcGetMemHandle)                                                        \
+  /* CUDA IPC: movable memory is exported by gshare itself */                \
+  X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2)         \
+  X(cuIpcCloseMemHandle)                                                      \
   /* stream-ordered pools */                                                  \
   X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync)       \
   X(cuMemAllocFromPoolAsync_ptsz) X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)    \

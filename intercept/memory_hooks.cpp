@@ -1,6 +1,5 @@
 // Device allocations and frees: cuMemAlloc, cuMemAllocPitch,
-// cuMemAllocManaged, cuMemFree, each in every exported ABI form; and
-// cuIpcGetMemHandle, which cannot export paged memory.
+// cuMemAllocManaged, cuMemFree, each in every exported ABI form.
 #include "allocator/tracked_memory.h"
 #include "base/log.h"
 #include "intercept/interception.h"
@@ -118,19 +117,4 @@ GSHARE_HOOK(CUresult, cuMemFree, (CUdeviceptr_v1 dptr)) {
   if (!hooks_active()) return REAL(cuMemFree)(dptr);
   HookScope scope;
   return free_noted(dptr, [&] { return REAL(cuMemFree)(dptr); });
-}
-
-GSHARE_HOOK(CUresult, cuIpcGetMemHandle, (CUipcMemHandle * handle, CUdeviceptr dptr)) {
-  if (!hooks_active() || !allocator::paging_enabled()) return REAL(cuIpcGetMemHandle)(handle, dptr);
-  HookScope scope;
-  if (allocator::is_movable_address(dptr)) {
-    // The driver would refuse it too, with a bare "invalid argument".
-    GSHARE_ERROR("cuIpcGetMemHandle of %#llx: this memory can be paged to host memory "
-                 "(GSHARE_PAGING=on), and the driver exports only memory it allocated itself; "
-                 "programs that share device memory between processes through CUDA IPC must "
-                 "run with GSHARE_PAGING=off",
-                 (unsigned long long)dptr);
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  return REAL(cuIpcGetMemHandle)(handle, dptr);
 }

@@ -5,6 +5,7 @@
 
 #include "allocator/admission.h"
 #include "allocator/devices.h"
+#include "allocator/memory_export.h"
 #include "allocator/movable_memory.h"
 #include "allocator/pager.h"
 #include "allocator/python_api.h"
@@ -34,6 +35,7 @@ void after_fork_in_child() {
   allocator::forget_classes_after_fork();
   runtime::forget_upkeep_after_fork();
   allocator::forget_pager_after_fork();
+  allocator::forget_exports_after_fork();
   runtime::forget_launch_state_after_fork();
 }
 

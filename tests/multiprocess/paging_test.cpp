@@ -706,21 +706,97 @@ TEST_CASE("paging past the host-memory limit is refused with a clear message", "
   CHECK(starts_with(b.send("alloc 160M"), "alloc ok"));
 }
 
-TEST_CASE("memory that can be paged is not exported through CUDA IPC, with one message saying why", "[paging]") {
+TEST_CASE("memory that can be paged is shared through CUDA IPC and stays on the GPU from then on", "[paging][ipc]") {
   TestGpu gpu(256 * kMiB);
-  Client c(gpu, paging());
-  REQUIRE(c.send("init") == "init ok");
-  REQUIRE(c.send("alloc 32M movable") == "alloc ok movable");   // whole granules: movable
-  REQUIRE(c.send("alloc 100000 small") == "alloc ok small");    // under a granule: stays put
-  CHECK(c.send("ipc small") == "ipc ok");
-  CHECK(c.send("ipc movable") == "ipc err 801");  // CUDA_ERROR_NOT_SUPPORTED
-  INFO(c.stderr_text());
-  CHECK(c.stderr_text().find("GSHARE_PAGING=off") != std::string::npos);
-  // Without paging the same allocation exports.
+  auto jobs = started_jobs(gpu, 2, paging());
+  Client& owner = *jobs[0];
+  Client& user = *jobs[1];
+  REQUIRE(owner.send("alloc 32M shared") == "alloc ok shared");  // whole granules: movable
+  REQUIRE(owner.send("alloc 96M rest") == "alloc ok rest");
+  REQUIRE(owner.send("alloc 100000 small") == "alloc ok small");  // under a granule: the driver's
+  REQUIRE(owner.send("put shared 0xabc 32M") == "put ok");
+  CHECK(starts_with(owner.send("ipc small"), "ipc ok "));
+  const std::string reply = owner.send("ipc shared");
+  INFO(owner.stderr_text());
+  REQUIRE(starts_with(reply, "ipc ok "));
+  const std::string handle = reply.substr(7);
+  // Asked again, the same handle.
+  CHECK(owner.send("ipc shared") == reply);
+  // Another process maps the very memory: it reads the owner's words and
+  // the owner reads its writes.
+  REQUIRE(user.send("ipcopen " + handle + " s") == "ipcopen ok s");
+  INFO(user.stderr_text());
+  CHECK(user.send("peek s 0") == "peek 2748");
+  CHECK(user.send("peek s " + std::to_string(32 * kMiB - 4)) == "peek 2748");
+  REQUIRE(user.send("put s 0x5a5a 32M") == "put ok");
+  CHECK(owner.send("peek shared 4096") == "peek 23130");
+  // Opened twice: the same memory, one close each.
+  REQUIRE(user.send("ipcopen " + handle + " again") == "ipcopen ok again");
+  CHECK(user.send("ipcclose again") == "ipcclose ok");
+  CHECK(user.send("peek s 0") == "peek 23130");
+  // A third job needs room that only the owner's page-out can give: its
+  // other memory goes to the host, the exported 32 MiB stays.
+  Client third(gpu, paging());
+  REQUIRE(third.send("init") == "init ok");
+  REQUIRE(starts_with(third.send("alloc 160M", 30), "alloc ok"));
+  nlohmann::json p = gpu.top_process(owner.pid());
+  CHECK(p.value("residency", "") == "paged out");
+  CHECK(p.value("paged_out_bytes", uint64_t(0)) == 96 * kMiB);
+  CHECK(user.send("peek s 1024") == "peek 23130");
+  REQUIRE(user.send("put s 0x77 32M") == "put ok");
+  CHECK(user.send("ipcclose s") == "ipcclose ok");
+  // The owner comes back (its read pages the rest in) and sees the writes.
+  CHECK(owner.send("peek shared 8192", 30) == "peek 119");
+  CHECK(owner.send("free shared") == "free ok");
+  CHECK(owner.send("free rest") == "free ok");
+  // Without paging the driver exports as before.
   Client plain(gpu);
   REQUIRE(plain.send("init") == "init ok");
   REQUIRE(plain.send("alloc 32M a") == "alloc ok a");
-  CHECK(plain.send("ipc a") == "ipc ok");
+  CHECK(starts_with(plain.send("ipc a"), "ipc ok "));
+}
+
+TEST_CASE("a CUDA IPC handle that is damaged, freed or of a process that died opens to an error with one message", "[paging][ipc]") {
+  TestGpu gpu(256 * kMiB);
+  auto jobs = started_jobs(gpu, 2, paging());
+  Client& owner = *jobs[0];
+  Client& user = *jobs[1];
+  REQUIRE(owner.send("alloc 32M a") == "alloc ok a");
+  REQUIRE(owner.send("alloc 32M b") == "alloc ok b");
+  REQUIRE(owner.send("alloc 32M c") == "alloc ok c");
+  const std::string a = owner.send("ipc a").substr(7);
+  const std::string b = owner.send("ipc b").substr(7);
+  const std::string c = owner.send("ipc c").substr(7);
+  REQUIRE(a.size() == 128);
+  // A wrong secret (bytes 16-23 of the handle) names no socket.
+  std::string forged = a;
+  forged[33] = forged[33] == '0' ? '1' : '0';
+  CHECK(user.send("ipcopen " + forged + " x") == "ipcopen err 400");  // CUDA_ERROR_INVALID_HANDLE
+  CHECK(user.stderr_text().find("does not answer") != std::string::npos);
+  // Freed: the owner says so.
+  REQUIRE(owner.send("free a") == "free ok");
+  CHECK(user.send("ipcopen " + a + " x") == "ipcopen err 400");
+  CHECK(user.stderr_text().find("freed") != std::string::npos);
+  // Open, then the owner is killed: what the user mapped stays usable, and
+  // what it had not opened can no longer be.
+  REQUIRE(user.send("ipcopen " + b + " b") == "ipcopen ok b");
+  REQUIRE(user.send("put b 0x1234 32M") == "put ok");
+  owner.kill9();
+  CHECK(user.send("peek b 0") == "peek 4660");
+  CHECK(user.send("ipcopen " + c + " y") == "ipcopen err 400");
+  CHECK(user.send("ipcclose b") == "ipcclose ok");
+  // A handle that is not gshare's goes to the driver, which cannot open it here.
+  CHECK(user.send("ipcopen 00112233 z") == "ipcopen err 400");
+}
+
+TEST_CASE("where the driver makes no exportable memory, paged memory's export fails with one message", "[paging][ipc]") {
+  TestGpu gpu(256 * kMiB);
+  Client c(gpu, paging({{"FAKE_CUDA_NO_SHAREABLE", "1"}}));
+  REQUIRE(c.send("init") == "init ok");
+  REQUIRE(c.send("alloc 32M movable") == "alloc ok movable");
+  CHECK(c.send("ipc movable") == "ipc err 801");  // CUDA_ERROR_NOT_SUPPORTED
+  INFO(c.stderr_text());
+  CHECK(c.stderr_text().find("GSHARE_PAGING=off") != std::string::npos);
 }
 
 TEST_CASE("a bad paging setting stops the program with one message", "[paging]") {
