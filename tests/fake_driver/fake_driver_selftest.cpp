@@ -1190,6 +1190,57 @@ void test_vmm() {
   CHECK_RC(cuMemCreate(&h, 2 * kMem, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
 }
 
+// Exported memory is shared: contents written before the export survive it,
+// an import maps the same pages, uncharged, and outlives the exporter's release.
+void test_shareable() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  const size_t f0 = free_mem();
+  CUmemGenericAllocationHandle plain = 0, h = 0, imported = 0;
+  OK(cuMemCreate(&plain, 2 * MiB, &prop, 0));
+  int fd = -1;
+  CHECK_RC(cuMemExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+           CUDA_ERROR_INVALID_VALUE);  // not created exportable
+  OK(cuMemRelease(plain));
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  OK(cuMemCreate(&h, 4 * MiB, &prop, 0));
+  CUdeviceptr va = 0, vb = 0;
+  OK(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0));
+  OK(cuMemAddressReserve(&vb, 4 * MiB, 0, 0, 0));
+  OK(cuMemMap(va, 4 * MiB, 0, h, 0));
+  const uint32_t before = 0x5eed;
+  OK(cuMemcpyHtoD(va + 3 * MiB, &before, sizeof before));
+  OK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+  CHECK(fd >= 0);
+  OK(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(fd)),
+                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+  close(fd);
+  CHECK(free_mem() == f0 - 4 * MiB);  // the import is not charged again
+  OK(cuMemMap(vb, 4 * MiB, 0, imported, 0));
+  uint32_t got = 0;
+  OK(cuMemcpyDtoH(&got, vb + 3 * MiB, sizeof got));
+  CHECK(got == before);
+  const uint32_t after = 0xfeed;
+  OK(cuMemcpyHtoD(vb + 1 * MiB, &after, sizeof after));
+  OK(cuMemcpyDtoH(&got, va + 1 * MiB, sizeof got));
+  CHECK(got == after);
+  OK(cuMemRelease(h));
+  OK(cuMemUnmap(va, 4 * MiB));
+  CHECK(free_mem() == f0);
+  OK(cuMemcpyDtoH(&got, vb + 1 * MiB, sizeof got));  // the import keeps the pages
+  CHECK(got == after);
+  OK(cuMemRelease(imported));
+  OK(cuMemUnmap(vb, 4 * MiB));
+  OK(cuMemAddressFree(va, 4 * MiB));
+  OK(cuMemAddressFree(vb, 4 * MiB));
+  CHECK(free_mem() == f0);
+  CHECK_RC(cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(0)),
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+           CUDA_ERROR_INVALID_VALUE);  // not one of ours
+}
+
 void test_nvml() {
   unsigned int n = 0;
   CHECK(nvmlDeviceGetCount_v2(&n) == NVML_SUCCESS && n == 2);
@@ -1293,6 +1344,7 @@ int main(int argc, char** argv) {
       {"capture and graphs", test_capture_and_graphs},
       {"pools", test_pools},
       {"virtual memory", test_vmm},
+      {"shareable memory", test_shareable},
       {"nvml", test_nvml},
   };
   for (const auto& t : tests) {
