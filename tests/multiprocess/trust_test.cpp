@@ -309,3 +309,32 @@ TEST_CASE("a GSHARE_GROUP number that is no gid fails cuInit with one message") 
   Client largest(gpu, {{"GSHARE_GROUP", "4294967294"}});
   start(largest);
 }
+
+TEST_CASE("memory that can be paged, exported through CUDA IPC, opens only for its own user and root") {
+  SKIP_UNLESS_ROOT();
+  TestGpu gpu(8 * kGiB);
+  gpu.open_to_all_users();
+  const Env paging = {{"GSHARE_PAGING", "on"}};
+  Client owner(gpu, paging, "gpa", &kVictim);
+  start(owner);
+  REQUIRE(owner.send("alloc 32M shared") == "alloc ok shared");
+  REQUIRE(owner.send("put shared 0x42 32M") == "put ok");
+  const std::string reply = owner.send("ipc shared");
+  INFO(owner.stderr_text());
+  REQUIRE(reply.rfind("ipc ok ", 0) == 0);
+  const std::string handle = reply.substr(7);
+  // Another user holds the handle, but the owner will not hand it the memory.
+  Client attacker(gpu, {}, "gpa", &kAttacker);
+  start(attacker);
+  CHECK(attacker.send("ipcopen " + handle + " m") == "ipcopen err 400");  // CUDA_ERROR_INVALID_HANDLE
+  INFO(attacker.stderr_text());
+  CHECK(attacker.stderr_text().find("answers only its own user and root") != std::string::npos);
+  CHECK(owner.stderr_text().find("refused a CUDA IPC import asked by process " +
+                                 std::to_string(attacker.pid()) + " of user 12345") != std::string::npos);
+  // Root may.
+  Client admin(gpu);
+  start(admin);
+  CHECK(admin.send("ipcopen " + handle + " m") == "ipcopen ok m");
+  CHECK(admin.send("peek m 0") == "peek 66");
+  CHECK(admin.send("ipcclose m") == "ipcclose ok");
+}
