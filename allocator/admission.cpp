@@ -212,11 +212,16 @@ bool wait_after_driver_refused(Device& device, const char* call, uint64_t bytes,
   // The resource order: a job waiting for memory holds no token.
   if (scheduler::holds_token(arbiter)) scheduler::step_aside(arbiter);
   bool freed = false;
+  uint64_t page_outs_asked_at = 0;
   while (now < deadline && !freed) {
     uint32_t seen = r.header.token_futex.load(std::memory_order_acquire);
     answer_release_requests();
     size_t free_bytes = 0, total = 0;
     freed = driver().mem_get_info(&free_bytes, &total) == CUDA_SUCCESS && free_bytes >= bytes;
+    // Under paging, jobs that are not running can make the room, whoever
+    // holds the memory the driver misses: without the ask, a waiter beside
+    // an idle job waited for its admission timeout.
+    if (!freed) ask_for_page_outs(arbiter, bytes - free_bytes, &page_outs_asked_at);
     if (!freed) shm::futex_wait(&r.header.token_futex, seen, std::min(kPollNs, deadline - now));
     now = mono_now_ns();
   }

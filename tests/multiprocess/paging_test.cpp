@@ -1022,3 +1022,30 @@ TEST_CASE("under a tight host-memory limit a prefetch makes no swap pin anew", "
   INFO("later page-outs " << swaps << ", " << out << " MiB, " << pinned << " MiB of it pinned anew");
   CHECK(pinned <= 0.5 * out);
 }
+
+TEST_CASE("a job the driver refuses memory gshare admitted asks an idle job to page out, not only to wait", "[paging]") {
+  // A process outside gshare holds 100 MiB of the 256, unseen. B is
+  // admitted 60 MiB that the driver then refuses. A sits idle with 104 MiB
+  // that can move: paged out, it makes the room. Waiting for memory to come
+  // free by itself, B waited until its admission timeout.
+  TestGpu gpu(256 * kMiB);
+  auto jobs = started_jobs(gpu, 2, paging({{"GSHARE_ADMIT_TIMEOUT_S", "60"}}));
+  Client& a = *jobs[0];
+  Client& b = *jobs[1];
+  REQUIRE(a.send("alloc 104M weights") == "alloc ok weights");
+  Client outside(gpu, {{"LD_PRELOAD", ""}, {"FAKE_CUDA_CTX_BYTES", "8MiB"}});
+  REQUIRE(outside.send("init") == "init ok");
+  REQUIRE(outside.send("alloc 100M") == "alloc ok a0");
+  const auto asked = std::chrono::steady_clock::now();
+  const std::string got = b.send("alloc 60M mine", 70);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  INFO(b.stderr_text() << a.stderr_text());
+  CHECK(got == "alloc ok mine");
+  CHECK(waited < 20);
+  CHECK(b.stderr_text().find("the driver is out of memory that gshare had admitted") != std::string::npos);
+  CHECK(gpu.top_process(a.pid()).value("page_outs", uint64_t(0)) >= 1);
+  // A comes back once B's memory goes.
+  REQUIRE(b.send("free mine") == "free ok");
+  CHECK(a.send("launch 1 10", 30) == "launch ok 1");
+  CHECK(a.send("sync", 30) == "sync ok");
+}
