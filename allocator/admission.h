@@ -66,7 +66,8 @@ void take_turn_without_memory(Device& device);
 // The driver refused an allocation that gshare had admitted: memory gshare
 // does not see is in use (a process that just exited and whose memory the
 // driver has not yet freed, another program, the driver's own). Waits like
-// an allocation over capacity (asking for cache back, stepping aside) until
+// an allocation over capacity (asking for cache back and, under paging, for
+// page-outs of jobs that are not running; stepping aside) until
 // the driver reports `bytes` free, or GSHARE_ADMIT_TIMEOUT_S. True: try the
 // allocation again. `started_ns` (0 at first) keeps the wait's start across
 // tries.
