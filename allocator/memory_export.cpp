@@ -38,26 +38,28 @@ uint64_t draw_secret() {
   return secret | 1;  // never 0: 0 means "none drawn"
 }
 
-// One importer's question and its answer.
+// One importer's question and its answer. Another user is answered at
+// once, before it says anything: it cannot hold the answering thread.
 void answer(int connection) {
   set_socket_timeouts(connection, tunables::kIpcTimeoutMs);
+  IpcReply reply{};
+  pid_t pid = 0;
+  uid_t uid = 0;
+  if (!peer_of(connection, &pid, &uid) || (uid != geteuid() && uid != 0)) {
+    reply.answer = uint32_t(IpcAnswer::kRefused);
+    send_message(connection, &reply, sizeof reply, -1);
+    GSHARE_WARN("refused a CUDA IPC import asked by process %d of user %u: only this process's user "
+                "(%u) or root may import its memory",
+                int(pid), unsigned(uid), unsigned(geteuid()));
+    return;
+  }
   IpcRequest request;
   int stray = -1;
   if (!receive_message(connection, &request, sizeof request, &stray)) return;
   if (stray >= 0) close(stray);
-  IpcReply reply{};
-  pid_t pid = 0;
-  uid_t uid = 0;
   int fd = -1;
-  if (!peer_of(connection, &pid, &uid) || (uid != geteuid() && uid != 0)) {
-    reply.answer = uint32_t(IpcAnswer::kRefused);
-    GSHARE_WARN("refused a CUDA IPC import asked by process %d of user %u: only this process's user "
-                "(%u) or root may import its memory",
-                int(pid), unsigned(uid), unsigned(geteuid()));
-  } else if (memcmp(request.magic, kIpcMagic, sizeof kIpcMagic) != 0 || request.secret != g_secret) {
-    reply.answer = uint32_t(IpcAnswer::kUnknown);
-  } else {
-    bool found = false;
+  bool found = false;
+  if (memcmp(request.magic, kIpcMagic, sizeof kIpcMagic) == 0 && request.secret == g_secret) {
     // Duplicated under the ledger's lock: a free takes the entry out under
     // it before closing the descriptor, so this never duplicates a closed one.
     ledger().update(AllocationKind::kDevice, request.pointer, [&](Allocation& a) {
@@ -66,8 +68,8 @@ void answer(int connection) {
       fd = fcntl(a.export_fd, F_DUPFD_CLOEXEC, 0);
       reply.size = a.extent;
     });
-    reply.answer = uint32_t(!found ? IpcAnswer::kUnknown : fd >= 0 ? IpcAnswer::kGranted : IpcAnswer::kFailed);
   }
+  reply.answer = uint32_t(!found ? IpcAnswer::kUnknown : fd >= 0 ? IpcAnswer::kGranted : IpcAnswer::kFailed);
   send_message(connection, &reply, sizeof reply, fd);
   if (fd >= 0) close(fd);
 }

@@ -67,7 +67,10 @@ int fetch_descriptor(const IpcHandle& h) {
   request.serial = h.serial;
   IpcReply reply{};
   int fd = -1;
-  bool ok = send_message(s, &request, sizeof request, -1) && receive_message(s, &reply, sizeof reply, &fd);
+  // A refusal may come before the question is read: the answer counts,
+  // even if sending the question failed.
+  send_message(s, &request, sizeof request, -1);
+  bool ok = receive_message(s, &reply, sizeof reply, &fd);
   close(s);
   if (!ok) {
     GSHARE_ERROR("cuIpcOpenMemHandle: process %u did not answer within %d ms", h.pid, tunables::kIpcTimeoutMs);
