@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "allocator/ipc_handle.h"
+#include "allocator/movable_memory.h"
 #include "base/driver_api.h"
 #include "base/fd_passing.h"
 #include "base/log.h"
@@ -95,7 +96,7 @@ CUresult map_descriptor(int fd, uint64_t size, CUdevice device, CUdeviceptr* loc
                         CUmemGenericAllocationHandle* physical) {
   const DriverApi& api = driver();
   if (!api.mem_import_from_shareable_handle || !api.mem_address_reserve || !api.mem_map ||
-      !api.mem_set_access)
+      !api.mem_set_access || !api.mem_get_allocation_granularity)
     return CUDA_ERROR_NOT_SUPPORTED;
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -110,15 +111,8 @@ CUresult map_descriptor(int fd, uint64_t size, CUdevice device, CUdeviceptr* loc
   if (r != CUDA_SUCCESS) return r;
   r = api.mem_address_reserve(local, size, granule, 0, 0);
   if (r == CUDA_SUCCESS) {
-    r = api.mem_map(*local, size, 0, *physical, 0);
-    if (r == CUDA_SUCCESS) {
-      CUmemAccessDesc access{};
-      access.location = prop.location;
-      access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      r = api.mem_set_access(*local, size, &access, 1);
-      if (r == CUDA_SUCCESS) return r;
-      api.mem_unmap(*local, size);
-    }
+    r = map_for_device(device, *local, size, *physical);
+    if (r == CUDA_SUCCESS) return r;
     api.mem_address_free(*local, size);
   }
   api.mem_release(*physical);

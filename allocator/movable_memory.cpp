@@ -89,24 +89,25 @@ uint64_t movable_size(Device& device, uint64_t bytes) {
   return size - bytes <= bytes / 16 ? size : 0;
 }
 
-CUresult back_range(int device, CUdeviceptr pointer, uint64_t size, uint64_t* handle) {
+CUresult map_for_device(int device, CUdeviceptr pointer, uint64_t size, uint64_t handle) {
   const DriverApi& api = driver();
-  CUmemAllocationProp prop = device_memory(device);
+  CUresult r = api.mem_map(pointer, size, 0, handle, 0);
+  if (r != CUDA_SUCCESS) return r;
+  CUmemAccessDesc access{};
+  access.location = device_memory(device).location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  r = api.mem_set_access(pointer, size, &access, 1);
+  if (r != CUDA_SUCCESS) api.mem_unmap(pointer, size);
+  return r;
+}
+
+CUresult back_range(int device, CUdeviceptr pointer, uint64_t size, uint64_t* handle) {
   CUmemGenericAllocationHandle h = 0;
   CUresult r = create_physical(device, size, &h);
   if (r != CUDA_SUCCESS) return r;
-  r = api.mem_map(pointer, size, 0, h, 0);
+  r = map_for_device(device, pointer, size, h);
   if (r != CUDA_SUCCESS) {
-    api.mem_release(h);
-    return r;
-  }
-  CUmemAccessDesc access{};
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  r = api.mem_set_access(pointer, size, &access, 1);
-  if (r != CUDA_SUCCESS) {
-    api.mem_unmap(pointer, size);
-    api.mem_release(h);
+    driver().mem_release(h);
     return r;
   }
   *handle = h;

@@ -52,6 +52,11 @@ CUresult allocate_movable_tracked(Device& device, uint64_t size, CUdeviceptr* po
 // writable by `device` (a page-in), or takes the backing away (a page-out:
 // the address space stays reserved).
 CUresult back_range(int device, CUdeviceptr pointer, uint64_t size, uint64_t* handle);
+
+// Maps physical memory `handle` at `pointer`, readable and writable by
+// `device`; nothing stays mapped on failure. back_range's second half, and
+// how an importer maps memory another process exported.
+CUresult map_for_device(int device, CUdeviceptr pointer, uint64_t size, uint64_t handle);
 void unback_range(CUdeviceptr pointer, uint64_t size, uint64_t handle);
 
 // The movable allocation of this process that `address` lies in, copied
