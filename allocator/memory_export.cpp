@@ -117,9 +117,10 @@ bool start_server() {
 }
 
 // Under the movable-memory lock, `entry` resident: makes it an export,
-// unless it is one already. *host_copy gets the host copy it kept, now of
-// no use, for the caller to free.
-CUresult pin_and_export(const Allocation& entry, Allocation* host_copy) {
+// unless it is one already, and updates *entry. *host_copy gets the host
+// copy it kept, now of no use, for the caller to free.
+CUresult pin_and_export(Allocation* entry_out, Allocation* host_copy) {
+  const Allocation& entry = *entry_out;
   if (entry.exported) return CUDA_SUCCESS;
   const DriverApi& api = driver();
   if (!api.mem_export_to_shareable_handle) return CUDA_ERROR_NOT_SUPPORTED;
@@ -144,6 +145,7 @@ CUresult pin_and_export(const Allocation& entry, Allocation* host_copy) {
     a.export_serial = serial;
     a.host_copy = 0;
     a.host_registered = 0;
+    *entry_out = a;
   });
   if (Device* device = attached_device(entry.device)) note_movable_resident(*device, -int64_t(entry.extent));
   GSHARE_INFO("exported %.1f MiB at %#llx through CUDA IPC: it stays on the GPU from now on",
@@ -165,8 +167,7 @@ CUresult export_movable(const Allocation& found, CUipcMemHandle* handle) {
       if (!ledger().find(AllocationKind::kDevice, found.key, &entry) || !entry.movable)
         return CUDA_ERROR_INVALID_VALUE;  // freed meanwhile
       resident = !entry.paged;
-      if (resident) r = pin_and_export(entry, &host_copy);
-      if (resident && r == CUDA_SUCCESS) ledger().find(AllocationKind::kDevice, found.key, &entry);
+      if (resident) r = pin_and_export(&entry, &host_copy);
     }
     if (host_copy.host_copy) free_entry_host_copy(host_copy);
     if (resident) {
