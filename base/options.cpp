@@ -97,7 +97,10 @@ bool parse_policy_option(const char* v, Options* o) {
   return true;
 }
 
-bool parse_quantum(const char* v, Options* o) { return parse_number(v, 0.1, 60000, &o->quantum_ms); }
+bool parse_quantum(const char* v, Options* o) {
+  o->quantum_given = parse_number(v, 0.1, 60000, &o->quantum_ms);
+  return o->quantum_given;
+}
 bool parse_idle(const char* v, Options* o) { return parse_number(v, 0.1, 3600000, &o->idle_ms); }
 bool parse_slice_max(const char* v, Options* o) { return parse_number(v, 0, 600000, &o->slice_max_ms); }
 bool parse_admit_timeout(const char* v, Options* o) {

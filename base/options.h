@@ -49,6 +49,7 @@ struct Options {
   Policy policy = Policy::kFair;
   bool policy_given = false;  // GSHARE_POLICY was set: a different region policy is worth a warning
   double quantum_ms = 20;  // measured: README, "Measured results"
+  bool quantum_given = false;  // GSHARE_QUANTUM_MS was set: kept among many jobs
   uint32_t weight = 1;
   int32_t priority = 0;
   double expected_seconds = 0;  // 0: not given

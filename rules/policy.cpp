@@ -7,6 +7,8 @@
 namespace gshare::rules {
 
 using tunables::kMaxTurnNs;
+using tunables::kMinQuantumNs;
+using tunables::kRoundNs;
 using tunables::kTurnPerSwitchCost;
 
 namespace {
@@ -104,7 +106,13 @@ int pick_next(Policy policy, const Job* jobs, int count, int holder) {
   return best;
 }
 
-uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns) {
+uint64_t quantum_among(uint64_t quantum_ns, bool adapts, int takers) {
+  if (!adapts || takers <= 0 || quantum_ns <= kMinQuantumNs) return quantum_ns;
+  return std::clamp<uint64_t>(kRoundNs / uint64_t(takers), kMinQuantumNs, quantum_ns);
+}
+
+uint64_t slice_length(Policy policy, const Job& job) {
+  const uint64_t quantum_ns = job.quantum_ns;
   uint64_t base = quantum_ns;
   switch (policy) {
     case Policy::kFifo: return kForever;

@@ -54,6 +54,9 @@ struct Job {
   // and in.
   uint64_t turn_ns = 0;
   uint64_t bring_back_ns = 0;
+  // The quantum its turns start from, before its weight and its switch
+  // costs (rules::quantum_among).
+  uint64_t quantum_ns = 0;
   // How long the job has been away from the GPU: since its token time was
   // last counted; kForever if it never held the token (rules::activate).
   uint64_t away_ns = kForever;
@@ -85,12 +88,21 @@ int64_t paging_weight(const Job& job);
 // Remaining ties go to the earlier arrival, then the lower id.
 int pick_next(Policy policy, const Job* jobs, int count, int holder);
 
+// The quantum a job's turns start from, among `takers` active jobs. One the
+// user chose (`adapts` false) is kept. The default shrinks once more jobs
+// take turns than tunables::kRoundNs holds at it, so that each job's turn
+// comes round within about that time, down to tunables::kMinQuantumNs:
+// over a window of seconds a job's steps vary from turn to turn, and only
+// more turns average that out (docs/DESIGN.md §7.2).
+uint64_t quantum_among(uint64_t quantum_ns, bool adapts, int takers);
+
 // How long a slice granted to `job` lasts before the policy is asked again.
 // kForever for fifo: the holder runs until it goes idle or exits. Else the
-// policy's quantum, or longer where a switch to the job is costly: at least
+// policy's quantum (job.quantum_ns; fair's and pack's times the weight), or
+// longer where a switch to the job is costly: at least
 // tunables::kTurnPerSwitchCost times its switch cost, up to
 // tunables::kMaxTurnNs (or the quantum, if that is longer).
-uint64_t slice_length(Policy policy, const Job& job, uint64_t quantum_ns);
+uint64_t slice_length(Policy policy, const Job& job);
 
 // Whether `candidate`, which has just become active, takes the GPU from the
 // holder at once instead of at the end of the holder's slice: priority

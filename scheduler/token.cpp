@@ -150,10 +150,11 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   // Lane-mates per lane: only a job that shares its lane hands memory over
   // at a switch (Arbiter::hands_memory_over), counted once here.
   uint32_t members[shm::kMaxLanes] = {};
+  bool adapts[kMaxSlots] = {};
+  int takers = 0;  // the active jobs: rules::quantum_among
   for (const Slot& s : r.slots)
     if (s.state == shm::kSlotLive && s.lane < shm::kMaxLanes) ++members[s.lane];
   t.count = 0;
-  uint64_t quantum_ns[kMaxSlots];
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     t.index_of_slot[i] = -1;
     Slot& s = r.slots[i];
@@ -195,7 +196,9 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
       // prefetched back and be asked out again, without end.
       j.bring_back_ns = swap_ns;
     }
-    quantum_ns[t.count] = s.quantum_ns;
+    j.quantum_ns = s.quantum_ns;
+    adapts[t.count] = s.quantum_adapts != 0;
+    takers += j.active ? 1 : 0;
     t.index_of_slot[i] = t.count++;
   }
   // A switch's cost past the memory it moves is the new holder waking (the
@@ -208,7 +211,8 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   for (int n = 0; n < t.count; ++n) {
     Job& j = t.jobs[n];
     j.switch_cost_ns = std::max(woken_ns, j.switch_memory_ns);
-    j.turn_ns = slice_length(policy, j, quantum_ns[n]);
+    j.quantum_ns = rules::quantum_among(j.quantum_ns, adapts[n], takers);
+    j.turn_ns = slice_length(policy, j);
   }
 }
 
@@ -402,15 +406,14 @@ int pick_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
 // holder's next iteration boundary, and where the jobs' clocks started
 // less than that overshoot apart, least-vtime alone would give every
 // slice twice its length. The clocks stay within two quanta of each other.
-int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current,
-                             uint64_t quantum_ns) {
+int pick_at_slice_end_locked(const Arbiter& arbiter, Policy policy, JobTable& t, int current) {
   int next = pick_locked(arbiter, policy, t, current, true);
   // (prefetch's own rule keeps the clocks within a turn: rules/policy.h.)
   if (next != current || current < 0 || (policy != Policy::kFair && policy != Policy::kPack)) return next;
   // Among the jobs the pick leaves in (not parked: a job whose page-out is
   // under way for the holder, granted here, took the room back).
   Job& holder = t.jobs[current];
-  const uint64_t within = holder.vtime_ns + quantum_ns;
+  const uint64_t within = holder.vtime_ns + holder.quantum_ns;
   const bool was_active = holder.active;
   holder.active = false;
   const int other = pick_locked(arbiter, policy, t, current, true);
@@ -606,7 +609,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   s.job_state = shm::kJobRunning;
   s.accounted_mono_ns = now;
   s.granted++;
-  const uint64_t turn = slice_length(policy, job, s.quantum_ns);
+  const uint64_t turn = slice_length(policy, job);
   shm::give_token_locked(r, k, job.id, now, turn);
   GSHARE_DEBUG("token %d: to pid %d from pid %d, a turn of %.0f ms", k, int(s.pid),
                old >= 0 ? int(r.slots[old].pid) : 0, turn == kForever ? -1.0 : double(turn) / 1e6);
@@ -706,9 +709,9 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   Slot& s = r.slots[holder];
   uint32_t gate = s.gate.load(std::memory_order_relaxed);
   if (now >= token.slice_end_mono_ns)
-    lengthen_slice_locked(token, slice_length(policy, t.jobs[current], s.quantum_ns), now);
+    lengthen_slice_locked(token, slice_length(policy, t.jobs[current]), now);
   if (now >= token.slice_end_mono_ns && (gate & shm::kGateOpen) && !(gate & shm::kGateYield)) {
-    best = pick_at_slice_end_locked(arbiter, policy, t, current, s.quantum_ns);
+    best = pick_at_slice_end_locked(arbiter, policy, t, current);
     // Going on for the next job's copy, its slice is not renewed: the
     // waiters look again when the copy ends.
     const bool for_copy = holder_goes_on_for_copy(r, t, current, best, now);
@@ -724,7 +727,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
     } else if (best != current) {
       gate |= shm::kGateYield;
     } else {
-      shm::renew_slice_locked(token, now, slice_length(policy, t.jobs[current], s.quantum_ns));
+      shm::renew_slice_locked(token, now, slice_length(policy, t.jobs[current]));
     }
   }
   // A higher-priority job may have come or gone since the grant. The other
@@ -961,6 +964,7 @@ JobSettings job_settings(const Options& o) {
   s.policy = o.policy;
   s.policy_given = o.policy_given;
   s.quantum_ns = ms_to_ns(o.quantum_ms);
+  s.quantum_adapts = !o.quantum_given;
   s.idle_ns = ms_to_ns(o.idle_ms);
   s.slice_max_ns = ms_to_ns(o.slice_max_ms);
   s.expected_ns = uint64_t(o.expected_seconds * 1e9);
@@ -983,6 +987,7 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
     s.priority = settings.priority;
     s.handover_mode = settings.strict_handover ? shm::kHandoverStrict : shm::kHandoverOverlap;
     s.quantum_ns = settings.quantum_ns;
+    s.quantum_adapts = settings.quantum_adapts ? 1 : 0;
     s.idle_ns = settings.idle_ns;
     s.slice_max_ns = settings.slice_max_ns;
     s.expected_ns = settings.expected_ns;
@@ -1141,7 +1146,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     gather_locked(arbiter, k, t);
     account_locked(arbiter, k, &t, now);
     int current = t.index(own);
-    int next = pick_at_slice_end_locked(arbiter, policy, t, current, me.quantum_ns);
+    int next = pick_at_slice_end_locked(arbiter, policy, t, current);
     if (holder_goes_on_for_copy(r, t, current, next, now)) {
       // The next job's memory is being copied back: this one runs on, its
       // slice not renewed, until the copy ends (decide_locked asks again).
@@ -1151,7 +1156,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
     if (next < 0 || next == current) {
       // Nobody else should run: a new slice, no handover (a switch to this
       // job that has not reached its first launch stays to be measured).
-      shm::renew_slice_locked(r.header.tokens[k], now, slice_length(policy, t.jobs[current], me.quantum_ns));
+      shm::renew_slice_locked(r.header.tokens[k], now, slice_length(policy, t.jobs[current]));
       me.gate.store(open_gate_for(policy, t, t.jobs[current], me),
                     std::memory_order_release);
       return;
@@ -1181,7 +1186,7 @@ bool own_turn_locked(Arbiter& arbiter, int k, uint64_t* turn) {
   gather_locked(arbiter, k, t);
   const int current = t.index(own);
   if (current < 0) return false;
-  *turn = slice_length(region_policy(r.header), t.jobs[current], r.slots[own].quantum_ns);
+  *turn = slice_length(region_policy(r.header), t.jobs[current]);
   return true;
 }
 
@@ -1344,7 +1349,7 @@ int next_in_line(Arbiter& arbiter) {
     const shm::Token& token = r.header.tokens[k];
     if (token.slice_end_mono_ns != kForever && token.slice_end_mono_ns > now)
       charge(t.jobs[current], token.slice_end_mono_ns - now);
-    int next = pick_at_slice_end_locked(arbiter, policy, t, current, r.slots[holder].quantum_ns);
+    int next = pick_at_slice_end_locked(arbiter, policy, t, current);
     if (next == current) {
       // The holder goes on: next is who follows it once it goes idle.
       t.jobs[current].active = false;

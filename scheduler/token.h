@@ -46,6 +46,7 @@ struct JobSettings {
   Policy policy{};
   bool policy_given = false;
   uint64_t quantum_ns = 0;
+  bool quantum_adapts = false;  // not chosen: shrinks among many jobs
   uint64_t idle_ns = 0;
   uint64_t slice_max_ns = 0;
   uint64_t expected_ns = 0;

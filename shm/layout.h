@@ -243,6 +243,10 @@ struct alignas(64) Slot {
   // back, its room reserved (the pager). The holder's turn may run on
   // until the copy ends (scheduler/token.cpp).
   alignas(64) uint32_t prefetch_copying;
+  // Written at join: 1 when GSHARE_QUANTUM_MS was not set, so that the
+  // quantum shrinks among many jobs (rules::quantum_among); 0 keeps
+  // quantum_ns as it is.
+  uint32_t quantum_adapts;
 };
 static_assert(sizeof(Slot) == 768, "Slot layout changed: bump kLayoutVersion");
 

@@ -264,7 +264,10 @@ bool load_trace(const std::string& path, Trace* trace, std::string* error) {
 
 // The trace's values, with the command line's overrides.
 void apply_overrides(const CommandLine& command_line, Trace* trace) {
-  if (command_line.quantum_ms >= 0) trace->quantum_ms = command_line.quantum_ms;
+  if (command_line.quantum_ms >= 0) {
+    trace->quantum_ms = command_line.quantum_ms;
+    trace->quantum_adapts = false;  // chosen, as GSHARE_QUANTUM_MS live
+  }
   if (command_line.slice_max_ms >= 0) trace->slice_max_ms = command_line.slice_max_ms;
   if (command_line.handover_ms >= 0) trace->handover_ms = command_line.handover_ms;
   if (command_line.capacity_mib >= 0) trace->capacity_mib = uint64_t(command_line.capacity_mib);
@@ -357,9 +360,9 @@ std::string summary_table(const std::vector<PolicyResult>& results) {
 
 std::string render_text(const CommandLine& command_line, const Trace& trace,
                         const std::vector<PolicyResult>& results) {
-  std::string text = format("%s: %zu jobs, quantum %g ms, slice max %g ms, handover %g ms",
+  std::string text = format("%s: %zu jobs, quantum %g ms%s, slice max %g ms, handover %g ms",
                             command_line.trace_path.c_str(), trace.jobs.size(), trace.quantum_ms,
-                            trace.slice_max_ms, trace.handover_ms);
+                            trace.quantum_adapts ? " (adapts)" : "", trace.slice_max_ms, trace.handover_ms);
   text += trace.capacity_mib > 0
               ? format(", capacity %llu MiB\n", static_cast<unsigned long long>(trace.capacity_mib))
               : "\n";
@@ -418,6 +421,7 @@ std::string render_json(const CommandLine& command_line, const Trace& trace,
   Json root = {{"trace", command_line.trace_path},
                {"description", trace.description},
                {"quantum_ms", trace.quantum_ms},
+               {"quantum_adapts", trace.quantum_adapts},
                {"slice_max_ms", trace.slice_max_ms},
                {"handover_ms", trace.handover_ms},
                {"capacity_mib", trace.capacity_mib > 0 ? Json(trace.capacity_mib) : Json()},

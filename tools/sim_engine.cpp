@@ -299,11 +299,17 @@ class Simulator {
   }
 
   void refresh_estimates() {
+    // As live (scheduler/token.cpp): the quantum among the active jobs of
+    // each token, and what a turn gives; nothing is paged.
+    std::vector<int> takers(tokens_.size(), 0);
+    for (size_t i = 0; i < jobs_.size(); ++i)
+      if (jobs_[i].active) ++takers[size_t(token_of(int(i)))];
     for (size_t i = 0; i < jobs_.size(); ++i) {
+      jobs_[i].quantum_ns =
+          rules::quantum_among(options_.quantum_ns, options_.quantum_adapts, takers[size_t(token_of(int(i)))]);
       if (!jobs_[i].active) continue;
       jobs_[i].remaining_ns = remaining_ns(int(i));
-      // As live (scheduler/token.cpp): what a turn gives; nothing is paged.
-      jobs_[i].turn_ns = rules::slice_length(policy_, jobs_[i], options_.quantum_ns);
+      jobs_[i].turn_ns = rules::slice_length(policy_, jobs_[i]);
     }
   }
 
@@ -327,7 +333,7 @@ class Simulator {
   void start_slice(Token& token, uint64_t runs_from) {
     token.runs_from_ns = runs_from;
     token.run_is_open = false;
-    uint64_t length = rules::slice_length(policy_, jobs_[token.holder], options_.quantum_ns);
+    uint64_t length = rules::slice_length(policy_, jobs_[token.holder]);
     if (length == kForever) {
       token.slice_end_ns = kForever;
       return;
@@ -392,6 +398,7 @@ class Simulator {
 SimOptions options_from(const Trace& trace) {
   SimOptions options;
   options.quantum_ns = std::max<uint64_t>(1, ms_to_ns(trace.quantum_ms));
+  options.quantum_adapts = trace.quantum_adapts;
   options.slice_max_ns = ms_to_ns(trace.slice_max_ms);
   options.handover_ns = ms_to_ns(trace.handover_ms);
   options.capacity_mib = trace.capacity_mib;

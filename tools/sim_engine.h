@@ -67,6 +67,7 @@ namespace gshare::sim {
 
 struct SimOptions {
   uint64_t quantum_ns = 50'000'000;     // > 0
+  bool quantum_adapts = false;          // shrinks among many jobs, as live's default
   uint64_t slice_max_ns = 200'000'000;  // how far past its length a slice may run
   uint64_t handover_ns = 50'000;        // idle GPU time of each handover
   uint64_t capacity_mib = 0;            // 0: memory is not modelled

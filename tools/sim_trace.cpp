@@ -87,6 +87,16 @@ class FieldReader {
     return value->get<std::string>();
   }
 
+  bool flag(const char* field, bool fallback) {
+    const Json* value = find(field, false, "true or false");
+    if (!value) return fallback;
+    if (!value->is_boolean()) {
+      fail(field, "must be true or false", *value);
+      return fallback;
+    }
+    return value->get<bool>();
+  }
+
   Estimate estimate(const char* field) {
     std::string name = text(field, false, "iters");
     for (const Estimated& e : kEstimates)
@@ -193,6 +203,7 @@ bool parse_trace(const std::string& json_text, Trace* out, std::string* error) {
   FieldReader read(root, "", error);
   trace.description = read.text("description", false, "");
   trace.quantum_ms = read.number("quantum_ms", false, trace.quantum_ms, 0, true, kMaxMs);
+  trace.quantum_adapts = read.flag("quantum_adapts", trace.quantum_adapts);
   trace.slice_max_ms = read.number("slice_max_ms", false, trace.slice_max_ms, 0, false, kMaxMs);
   trace.handover_ms = read.number("handover_ms", false, trace.handover_ms, 0, false, kMaxMs);
   trace.exit_ms = read.number("exit_ms", false, trace.exit_ms, 0, false, kMaxMs);

@@ -46,6 +46,9 @@ struct TraceJob {
 struct Trace {
   std::string description;
   double quantum_ms = 50;
+  // As live where GSHARE_QUANTUM_MS is not set: the quantum shrinks among
+  // many jobs (rules::quantum_among).
+  bool quantum_adapts = false;
   double slice_max_ms = 200;
   double handover_ms = 0.05;
   // The paging model only: after a job's last iteration its memory stays

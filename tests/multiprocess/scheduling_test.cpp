@@ -4,6 +4,7 @@
 // exclusion seen in the trace is gshare's.
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <unistd.h>
 
 #include "tests/multiprocess/harness.h"
@@ -846,4 +847,51 @@ TEST_CASE("among many waiters one watches the holder: turns keep their length, a
     CHECK(longest_wait_in(mine, mine.front().end_ns, kill_ns) < 2000 * kMs);
     CHECK(longest_wait_in(mine, kill_ns, end) < 2000 * kMs);
   }
+}
+
+TEST_CASE("among many jobs the default quantum shrinks so that turns come round; a chosen one stays") {
+  // 32 jobs under fair: half leave GSHARE_QUANTUM_MS unset (20 ms, shrunk
+  // to 320 ms / 32 = 10 ms among 32), half set it to 20. A turn lasts its
+  // quantum and at most as much again for the wake of its job (the jobs'
+  // median switch cost: rules::slice_length), so the first half's turns
+  // run 10 to 20 ms and the second half's 20 to 40 ms. gshare-top shows the
+  // holder's slice: its start to its end.
+  TestGpu gpu;
+  const Env adapting{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}};
+  Env chosen = adapting;
+  chosen["GSHARE_QUANTUM_MS"] = "20";
+  constexpr int kJobs = 32;
+  std::vector<std::unique_ptr<Client>> jobs;
+  std::set<pid_t> chose;
+  for (int i = 0; i < kJobs; ++i) {
+    jobs.push_back(std::make_unique<Client>(gpu, i % 2 ? chosen : adapting));
+    if (i % 2) chose.insert(jobs.back()->pid());
+  }
+  for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+  for (auto& c : jobs) c->post("trainfor 60 1 1000 sync 0");
+  await(gpu, "every job's first launch", [&] {
+    const nlohmann::json g = gpu.top_gpu();
+    int launched = 0;
+    for (const nlohmann::json& p : g["processes"]) launched += p["launches"] > 0;
+    return launched == kJobs;
+  });
+  std::vector<double> adapted_ms, kept_ms;
+  const uint64_t until = monotonic_ns() + 6000 * kMs;
+  while (monotonic_ns() < until) {
+    const nlohmann::json g = gpu.top_gpu();
+    if (g["holder_pid"].is_number() && g["slice_elapsed_ms"].is_number() && g["slice_remaining_ms"].is_number() &&
+        g["slice_remaining_ms"].get<double>() > 0) {
+      const double length = g["slice_elapsed_ms"].get<double>() + g["slice_remaining_ms"].get<double>();
+      (chose.count(g["holder_pid"].get<pid_t>()) ? kept_ms : adapted_ms).push_back(length);
+    }
+  }
+  for (auto& c : jobs) CHECK(words(c->release(40)).at(1) == "ok");
+  INFO("adapted " << nlohmann::json(adapted_ms).dump() << "\nkept " << nlohmann::json(kept_ms).dump());
+  REQUIRE(adapted_ms.size() >= 4);
+  REQUIRE(kept_ms.size() >= 4);
+  CHECK(*std::min_element(adapted_ms.begin(), adapted_ms.end()) >= 9.9);
+  CHECK(*std::max_element(adapted_ms.begin(), adapted_ms.end()) <= 20.1);
+  CHECK(*std::min_element(kept_ms.begin(), kept_ms.end()) >= 19.9);
+  CHECK(*std::max_element(kept_ms.begin(), kept_ms.end()) <= 40.1);
+  CHECK(median(adapted_ms) < median(kept_ms));
 }

@@ -23,6 +23,7 @@ using gshare::Policy;
 using gshare::policy_is_known;
 using gshare::policy_name;
 using gshare::rules::preempts_now;
+using gshare::rules::quantum_among;
 using gshare::rules::slice_length;
 
 namespace {
@@ -44,6 +45,12 @@ std::vector<Job> active_jobs(int count) {
   std::vector<Job> jobs;
   for (int i = 0; i < count; ++i) jobs.push_back(active_job(i, uint64_t(i) * kMs));
   return jobs;
+}
+
+// The slice `job` gets with `quantum_ns` as its quantum.
+uint64_t slice_with(Policy policy, Job job, uint64_t quantum_ns) {
+  job.quantum_ns = quantum_ns;
+  return slice_length(policy, job);
 }
 
 int pick(Policy policy, const std::vector<Job>& jobs, int holder) {
@@ -406,25 +413,38 @@ TEST_CASE("a job never bounds its in-flight work against itself or under other p
 // Slices
 
 TEST_CASE("a fifo slice never ends") {
-  CHECK(slice_length(Policy::kFifo, active_job(0, 0), kQuantum) == kForever);
+  CHECK(slice_with(Policy::kFifo, active_job(0, 0), kQuantum) == kForever);
+}
+
+TEST_CASE("the default quantum shrinks among many jobs so that rounds stay short; a chosen one stays") {
+  constexpr uint64_t k20 = 20 * kMs;
+  CHECK(quantum_among(k20, true, 1) == k20);
+  CHECK(quantum_among(k20, true, 16) == k20);   // a round of 16 turns is 320 ms
+  CHECK(quantum_among(k20, true, 32) == 10 * kMs);
+  CHECK(quantum_among(k20, true, 64) == 5 * kMs);
+  CHECK(quantum_among(k20, true, 200) == 5 * kMs);  // never below the least
+  CHECK(quantum_among(k20, true, 0) == k20);
+  CHECK(quantum_among(k20, false, 64) == k20);       // GSHARE_QUANTUM_MS given
+  CHECK(quantum_among(2 * kMs, true, 64) == 2 * kMs);  // never lengthened
+  CHECK(quantum_among(3 * kForever / 4, true, 1000) == 5 * kMs);
 }
 
 TEST_CASE("a fair slice is the quantum times the job's weight") {
   Job job = active_job(0, 0);
-  CHECK(slice_length(Policy::kFair, job, kQuantum) == kQuantum);
+  CHECK(slice_with(Policy::kFair, job, kQuantum) == kQuantum);
   job.weight = 4;
-  CHECK(slice_length(Policy::kFair, job, kQuantum) == 4 * kQuantum);
+  CHECK(slice_with(Policy::kFair, job, kQuantum) == 4 * kQuantum);
   job.weight = 0;
-  CHECK(slice_length(Policy::kFair, job, kQuantum) == kQuantum);
+  CHECK(slice_with(Policy::kFair, job, kQuantum) == kQuantum);
 }
 
 TEST_CASE("srtf and priority slices are one quantum, whatever the weight") {
   Job job = active_job(0, 0);
   job.weight = 4;
   job.priority = 7;
-  CHECK(slice_length(Policy::kSrtf, job, kQuantum) == kQuantum);
-  CHECK(slice_length(Policy::kPriority, job, kQuantum) == kQuantum);
-  CHECK(slice_length(Policy::kSrtf, job, 3 * kMs) == 3 * kMs);
+  CHECK(slice_with(Policy::kSrtf, job, kQuantum) == kQuantum);
+  CHECK(slice_with(Policy::kPriority, job, kQuantum) == kQuantum);
+  CHECK(slice_with(Policy::kSrtf, job, 3 * kMs) == 3 * kMs);
 }
 
 TEST_CASE("a turn lasts forty times what a switch to its job costs in memory, up to 10 s, under every policy but "
@@ -435,20 +455,20 @@ TEST_CASE("a turn lasts forty times what a switch to its job costs in memory, up
     job.weight = 1;
     auto memory = [&](uint64_t ns) { job.switch_cost_ns = job.switch_memory_ns = ns; };
     memory(1 * kMs);  // cheap: the quantum stays
-    CHECK(slice_length(policy, job, kQuantum) == kQuantum);
+    CHECK(slice_with(policy, job, kQuantum) == kQuantum);
     memory(30 * kMs);  // memory handed over: 1.2 s turns
-    CHECK(slice_length(policy, job, kQuantum) == 1200 * kMs);
+    CHECK(slice_with(policy, job, kQuantum) == 1200 * kMs);
     memory(240 * kMs);  // 78 GB allocated again on an H200: 9.6 s turns
-    CHECK(slice_length(policy, job, kQuantum) == 9600 * kMs);
+    CHECK(slice_with(policy, job, kQuantum) == 9600 * kMs);
     memory(400 * kMs);  // capped
-    CHECK(slice_length(policy, job, kQuantum) == 10000 * kMs);
+    CHECK(slice_with(policy, job, kQuantum) == 10000 * kMs);
     memory(UINT64_MAX);  // a figure from a corrupt region: no overflow
-    CHECK(slice_length(policy, job, kQuantum) == 10000 * kMs);
+    CHECK(slice_with(policy, job, kQuantum) == 10000 * kMs);
     memory(400 * kMs);
-    CHECK(slice_length(policy, job, 12000 * kMs) == 12000 * kMs);  // a longer quantum wins
+    CHECK(slice_with(policy, job, 12000 * kMs) == 12000 * kMs);  // a longer quantum wins
   }
   job.switch_cost_ns = job.switch_memory_ns = 30 * kMs;
-  CHECK(slice_length(Policy::kFifo, job, kQuantum) == kForever);
+  CHECK(slice_with(Policy::kFifo, job, kQuantum) == kForever);
 }
 
 TEST_CASE("a switch's cost beyond memory (the job waking) lengthens a turn to twice its base at most") {
@@ -456,18 +476,18 @@ TEST_CASE("a switch's cost beyond memory (the job waking) lengthens a turn to tw
   // ms, and turns of forty times that would be every job's share's grain.
   Job job = active_job(0, 0);
   job.switch_cost_ns = 2 * kMs;
-  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 40 * kMs);
+  CHECK(slice_with(Policy::kFair, job, 20 * kMs) == 40 * kMs);
   job.switch_cost_ns = 250 * kMs;
-  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 40 * kMs);
-  CHECK(slice_length(Policy::kPriority, job, 20 * kMs) == 40 * kMs);
+  CHECK(slice_with(Policy::kFair, job, 20 * kMs) == 40 * kMs);
+  CHECK(slice_with(Policy::kPriority, job, 20 * kMs) == 40 * kMs);
   job.switch_memory_ns = 100 * kMs;  // its memory part still counts in full
-  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 4000 * kMs);
+  CHECK(slice_with(Policy::kFair, job, 20 * kMs) == 4000 * kMs);
   job.switch_memory_ns = 0;
   job.switch_cost_ns = 200 * kMs;
   job.weight = 3;  // the base is the weighted quantum
-  CHECK(slice_length(Policy::kFair, job, 20 * kMs) == 120 * kMs);
+  CHECK(slice_with(Policy::kFair, job, 20 * kMs) == 120 * kMs);
   job.switch_cost_ns = 100 * kMs;
-  CHECK(slice_length(Policy::kFair, job, 20000 * kMs) == 60000 * kMs);  // a quantum past 10 s wins
+  CHECK(slice_with(Policy::kFair, job, 20000 * kMs) == 60000 * kMs);  // a quantum past 10 s wins
 }
 
 
@@ -562,7 +582,7 @@ TEST_CASE("under prefetch the holder keeps the GPU only while no other job is du
 TEST_CASE("a prefetch slice is the quantum times the weight, like fair") {
   Job job = active_job(0, 0);
   job.weight = 3;
-  CHECK(slice_length(Policy::kPrefetch, job, kQuantum) == 3 * kQuantum);
+  CHECK(slice_with(Policy::kPrefetch, job, kQuantum) == 3 * kQuantum);
 }
 
 // ---------------------------------------------------------------------------

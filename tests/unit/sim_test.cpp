@@ -452,8 +452,33 @@ TEST_CASE("the trace's quantum, slice_max and handover become the simulation's o
   CHECK(o.handover_ns == 250'000);
 }
 
+TEST_CASE("with quantum_adapts the quantum shrinks among many jobs, as live's default does") {
+  // 32 jobs of 1 ms iterations: a round of 320 ms gives each 10 ms turns,
+  // where the quantum alone gives 20; as jobs finish, turns grow back.
+  Trace trace;
+  for (int i = 0; i < 32; ++i) trace.jobs.push_back(job("j", 0, 1, 200));
+  SimOptions o = options();
+  o.quantum_ns = 20 * kMs;
+  for (bool adapts : {false, true}) {
+    o.quantum_adapts = adapts;
+    SimResult result = simulate(trace, Policy::kFair, o);
+    check_all_work_done(trace, result);
+    check_one_job_at_a_time(result);
+    for (const Run& run : result.timeline)
+      if (run.end_ns < first_completion(result)) CHECK(run_length(run) == (adapts ? 10 : 20) * kMs);
+  }
+  std::string error;
+  CHECK(parse_trace(R"({"quantum_ms": 20, "quantum_adapts": true,
+      "jobs": [{"name": "a", "arrival_s": 0, "iteration_ms": 1, "iterations": 5}]})", &trace, &error));
+  CHECK(error == "");
+  CHECK(gshare::sim::options_from(trace).quantum_adapts);
+  CHECK_FALSE(parse_trace(R"({"quantum_adapts": 1, "jobs": [{"name": "a", "arrival_s": 0, "iteration_ms": 1, "iterations": 5}]})",
+                          &trace, &error));
+  CHECK(error == "quantum_adapts must be true or false (got 1)");
+}
+
 // ---------------------------------------------------------------------------
-// Memory: admission and lanes (issue #4)
+// Memory: admission and lanes
 
 namespace {
 
