@@ -8,12 +8,14 @@
 //
 // Prints two JSON lines per size:
 //   {"benchmark":"alloc_free","bytes":B,"pairs":N,"seconds":S,"ns_per_pair":X}
-//   {"benchmark":"alloc_free_ab","bytes":B,"hooked_ns":H,"direct_ns":D,"added_ns":H-D}
+//   {"benchmark":"alloc_free_ab","bytes":B,"hooked_ns":H,"direct_ns":D,"added_ns":H-D,
+//    "added_alloc_ns":A,"added_free_ns":F}
 //       in one process, a pair through the linked functions (gshare's
 //       wrappers under the preload) alternating with a pair through the
 //       driver's own (bench/direct_driver.h); added_ns is the median of the
-//       per-round differences. Natively both are the same functions and
-//       added_ns is the noise floor.
+//       per-round differences, added_alloc_ns and added_free_ns the same
+//       for each call on its own (each timed between its own clock reads).
+//       Natively both are the same functions and added_* is the noise floor.
 #include <cuda.h>
 
 #include <chrono>
@@ -47,28 +49,36 @@ void alloc_free_ab(size_t bytes, unsigned long pairs) {
   // driver's own time for a pair varies by tens of microseconds (64 MiB is
   // bimodal), far more than gshare adds, so only the median of per-round
   // differences resolves it.
-  std::vector<double> hooked_ns, direct_ns, difference_ns;
+  std::vector<double> hooked_ns, direct_ns, difference_ns, alloc_difference_ns, free_difference_ns;
+  using Clock = std::chrono::steady_clock;
+  auto ns_between = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count() * 1e9;
+  };
   for (unsigned long r = 0; r < pairs / 2; ++r) {
-    double ns[2];
+    double alloc_ns[2], free_ns[2];
     for (int side = 0; side < 2; ++side) {
       bool use_hooked = (side == 0) == (r % 2 == 0);
       Alloc a = use_hooked ? Alloc(&cuMemAlloc) : direct_alloc;
       Free f = use_hooked ? Free(&cuMemFree) : direct_free;
-      auto start = std::chrono::steady_clock::now();
+      const auto start = Clock::now();
       CUdeviceptr pointer;
       CHECK(a(&pointer, bytes));
+      const auto allocated = Clock::now();
       CHECK(f(pointer));
-      ns[use_hooked ? 0 : 1] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e9;
+      const auto freed = Clock::now();
+      alloc_ns[use_hooked ? 0 : 1] = ns_between(start, allocated);
+      free_ns[use_hooked ? 0 : 1] = ns_between(allocated, freed);
     }
-    hooked_ns.push_back(ns[0]);
-    direct_ns.push_back(ns[1]);
-    difference_ns.push_back(ns[0] - ns[1]);
+    hooked_ns.push_back(alloc_ns[0] + free_ns[0]);
+    direct_ns.push_back(alloc_ns[1] + free_ns[1]);
+    difference_ns.push_back(hooked_ns.back() - direct_ns.back());
+    alloc_difference_ns.push_back(alloc_ns[0] - alloc_ns[1]);
+    free_difference_ns.push_back(free_ns[0] - free_ns[1]);
   }
   printf("{\"benchmark\":\"alloc_free_ab\",\"bytes\":%zu,\"rounds\":%zu,\"hooked_ns\":%.1f,"
-         "\"direct_ns\":%.1f,\"added_ns\":%.1f}\n",
+         "\"direct_ns\":%.1f,\"added_ns\":%.1f,\"added_alloc_ns\":%.1f,\"added_free_ns\":%.1f}\n",
          bytes, hooked_ns.size(), bench::median(hooked_ns), bench::median(direct_ns),
-         bench::median(difference_ns));
+         bench::median(difference_ns), bench::median(alloc_difference_ns), bench::median(free_difference_ns));
   fflush(stdout);
 }
 

@@ -32,8 +32,9 @@ ROWS = {
                     "ratio_at_least", 0.98),
     "launch_cost": ("launch rate, host side (bursts of 1000)", "per_second", "launches/s",
                     "ratio_at_least", 0.98),
-    "alloc_free_1MiB": ("alloc+free, 1 MiB", "ns_per_pair", "ns/pair", "added_at_most", 1000),
-    "alloc_free_64MiB": ("alloc+free, 64 MiB", "ns_per_pair", "ns/pair", "added_at_most", 1000),
+    # Two calls a pair: a microsecond each at most.
+    "alloc_free_1MiB": ("alloc+free, 1 MiB", "ns_per_pair", "ns/pair", "added_at_most", 2000),
+    "alloc_free_64MiB": ("alloc+free, 64 MiB", "ns_per_pair", "ns/pair", "added_at_most", 2000),
     "train_steps_launch_bound": ("training, launch-bound MLP (64 x 64-wide)", "steps_per_second",
                                  "steps/s", "ratio_at_least", 0.99),
     "train_steps_compute_bound": ("training, compute-bound MLP (4 x 4096-wide, bf16)",
@@ -103,10 +104,14 @@ AB_ROWS = {
                   "ratio_at_least", 0.98),
     "request_ab": ("request (32 launches, copy, sync): hooked - direct", "added_ns", "ns",
                    "added_at_most", 10000),
-    "alloc_free_ab_1MiB": ("alloc+free 1 MiB: hooked - direct", "added_ns", "ns",
-                           "added_at_most", 1000),
-    "alloc_free_ab_64MiB": ("alloc+free 64 MiB: hooked - direct", "added_ns", "ns",
-                            "added_at_most", 1000),
+    # The goal is per call: an allocation, and a free, a microsecond at most
+    # each. The pair is reported beside them.
+    "alloc_ab_1MiB": ("allocation 1 MiB: hooked - direct", "added_alloc_ns", "ns", "added_at_most", 1000),
+    "free_ab_1MiB": ("free 1 MiB: hooked - direct", "added_free_ns", "ns", "added_at_most", 1000),
+    "alloc_ab_64MiB": ("allocation 64 MiB: hooked - direct", "added_alloc_ns", "ns", "added_at_most", 1000),
+    "free_ab_64MiB": ("free 64 MiB: hooked - direct", "added_free_ns", "ns", "added_at_most", 1000),
+    "alloc_free_ab_1MiB": ("alloc+free 1 MiB: hooked - direct", "added_ns", "ns", "reported", None),
+    "alloc_free_ab_64MiB": ("alloc+free 64 MiB: hooked - direct", "added_ns", "ns", "reported", None),
     # Under GSHARE_PAGING=on a movable allocation is made through the
     # driver's virtual memory calls (reserve, create, map, set access): its
     # cost is reported, with no target (paging is off by default for it).
@@ -128,15 +133,19 @@ def read_ab(raw):
             if not line.strip().startswith("{"):
                 continue
             record = json.loads(line)
-            key = record["benchmark"]
-            if key == "alloc_free_ab":
-                key = f"alloc_free_ab_{record['bytes'] // MiB}MiB"
+            keys = [record["benchmark"]]
+            if keys[0] == "alloc_free_ab":
+                size = f"{record['bytes'] // MiB}MiB"
+                keys = [f"alloc_free_ab_{size}"]
                 if mode == "paging":
-                    key += "_paging"
+                    keys[0] += "_paging"
+                else:
+                    keys += [f"alloc_ab_{size}", f"free_ab_{size}"]
             side = "gshare" if mode == "paging" else mode
-            if key in AB_ROWS and side in ("native", "gshare"):
-                values.setdefault(key, {"native": [], "gshare": []})[side].append(
-                    record[AB_ROWS[key][1]])
+            for key in keys:
+                if key in AB_ROWS and side in ("native", "gshare") and AB_ROWS[key][1] in record:
+                    values.setdefault(key, {"native": [], "gshare": []})[side].append(
+                        record[AB_ROWS[key][1]])
     for key in [k for k in values if k.endswith("_paging")]:
         values[key]["native"] = list(values.get(key[:-len("_paging")], {}).get("native", []))
     return values
