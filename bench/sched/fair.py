@@ -3,7 +3,9 @@ window) started together, natively (concurrently, no gshare) and under
 GSHARE_POLICY=fair, in the same run.
 
 Experiments per trial (native and gshare back to back, their order flipping
-every trial): 2, 4 and 8 jobs, 2 jobs with GSHARE_WEIGHT 3 and 1 (its
+every trial): 2, 4 and 8 jobs, 4 jobs of steps of about 2 ms and about
+50 ms (the same MLP at a quarter and at six times its batch), 2 jobs with
+GSHARE_WEIGHT 3 and 1 (its
 native reference is the native 2-job run of the same trial), and many small
 jobs (SCHED_SMALL_JOBS, default 64, each `SCHED_SMALL_ARGS`: a narrow MLP
 of a few milliseconds a step). Trial 1 also runs one job alone, natively,
@@ -25,14 +27,14 @@ Verdict: the two training jobs' aggregate >= 1.0 of theirs natively, and
 the host-bound job's steps/s >= 0.9 of its native rate beside them.
 
 The small jobs are measured over a longer window (SCHED_SMALL_WINDOW_S,
-default 30): 64 jobs taking turns of 20-40 ms go round in 1.3-2.6 s, and a
-job's share over a window is known only to about one turn in the turns it
-got there (15 s: 6-12 of them).
+default 30): 64 jobs taking turns of 5-10 ms (the default quantum shrinks
+among many jobs) go round in 0.3-0.7 s, and a job's share over a window is
+known only to about one turn in the turns it got there (30 s: about 70).
 
 Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
-subset of n2 n4 n8 w31 small host, default all), SCHED_FAIR_MODES (a
+subset of n2 n4 n8 n4short n4long w31 small host, default all), SCHED_FAIR_MODES (a
 subset of native gshare, default both: gshare alone gives no ratios to
 native), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 """
@@ -48,11 +50,15 @@ CONFIGS = {
     "n2": {"weights": [1, 1], "label": "2 identical jobs"},
     "n4": {"weights": [1, 1, 1, 1], "label": "4 identical jobs"},
     "n8": {"weights": [1] * 8, "label": "8 identical jobs"},
+    # Steps of about 2 ms and about 50 ms: the default MLP (8.5 ms a step
+    # on an H200, GPU-bound) at a quarter and at six times its batch.
+    "n4short": {"weights": [1] * 4, "label": "4 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
+    "n4long": {"weights": [1] * 4, "label": "4 jobs of long steps (batch 49152)", "args": ["--batch", "49152"]},
     "w31": {"weights": [3, 1], "label": "2 jobs, GSHARE_WEIGHT 3:1", "native": "n2"},
     "small": {"weights": None, "label": "small jobs", "small": True},
     "host": {"weights": [1, 1, 1], "label": "2 jobs beside one working on the host", "host": True},
 }
-COMPARED = ("n2", "n4", "n8", "w31", "small", "host")
+COMPARED = ("n2", "n4", "n8", "n4short", "n4long", "w31", "small", "host")
 HOST_TARGET = 0.9  # the host-bound job's rate under gshare over its native rate
 JAIN_TARGET = 0.99
 AGGREGATE_TARGET = 1.0
@@ -83,7 +89,7 @@ def run_config(ctx, config, mode, trial, window):
     weighted = mode == "gshare" and len(set(weights)) > 1
     for index, weight in enumerate(weights):
         job_vars = {"GSHARE_WEIGHT": str(weight)} if weighted else None
-        argv = small_argv(ctx, window) if small else ctx.train_argv(window)
+        argv = small_argv(ctx, window) if small else ctx.train_argv(window) + CONFIGS[config].get("args", [])
         if host and index == len(weights) - 1:
             argv = host_argv(ctx, window)
         jobs.append((f"job{index}", argv, job_vars))
