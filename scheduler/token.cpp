@@ -609,11 +609,24 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   s.job_state = shm::kJobRunning;
   s.accounted_mono_ns = now;
   s.granted++;
+  // A job found idle that takes its token back before any other job held
+  // it goes on with the slice it had: no new turn, no switch. A slice that
+  // ended meanwhile ends now, so that the job hands over at its next
+  // boundary and its slice's limit (GSHARE_SLICE_MAX_MS) counts from here:
+  // the time it sat idle was not spent looking for a boundary.
+  const bool resumes = old < 0 && s.idle_slice_end_mono_ns != 0 && s.idle_at_handovers == h.handovers;
   const uint64_t turn = slice_length(policy, job);
   shm::give_token_locked(r, k, job.id, now, turn);
-  GSHARE_DEBUG("token %d: to pid %d from pid %d, a turn of %.0f ms", k, int(s.pid),
-               old >= 0 ? int(r.slots[old].pid) : 0, turn == kForever ? -1.0 : double(turn) / 1e6);
-  if (old != job.id) {
+  if (resumes) {
+    h.tokens[k].slice_start_mono_ns = s.idle_slice_start_mono_ns;
+    h.tokens[k].slice_end_mono_ns = std::max(s.idle_slice_end_mono_ns, now);
+    GSHARE_DEBUG("token %d: back to pid %d, its slice resumed", k, int(s.pid));
+  } else {
+    GSHARE_DEBUG("token %d: to pid %d from pid %d, a turn of %.0f ms", k, int(s.pid),
+                 old >= 0 ? int(r.slots[old].pid) : 0, turn == kForever ? -1.0 : double(turn) / 1e6);
+  }
+  s.idle_slice_end_mono_ns = 0;
+  if (old != job.id && !resumes) {
     // A switch (token.h): its cost runs from now, or from when the last
     // holder began to hand over (giving its cache back first), to the new
     // holder's first launch, which the gate's kGateFirstLaunch sends to
@@ -692,6 +705,14 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   }
   if (holder_idle) {
     t.of_slot(holder)->active = false;
+    // Kept, should the job take the token back before any other does: a
+    // job that idles mid-step while the others wait for what it holds (its
+    // lane's memory) would otherwise start a new turn at each step and
+    // never reach the end of one, where it hands over.
+    Slot& idle_holder = r.slots[holder];
+    idle_holder.idle_slice_start_mono_ns = token.slice_start_mono_ns;
+    idle_holder.idle_slice_end_mono_ns = token.slice_end_mono_ns;
+    idle_holder.idle_at_handovers = h.handovers;
     shm::take_token_locked(r, k, holder, shm::kJobIdle, now);
     holder = -1;
   }

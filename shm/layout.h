@@ -247,6 +247,13 @@ struct alignas(64) Slot {
   // quantum shrinks among many jobs (rules::quantum_among); 0 keeps
   // quantum_ns as it is.
   uint32_t quantum_adapts;
+  // Written under the lock as this job, found idle holding its token, lost
+  // it: the slice it had, and the GPU's handovers then. Taking the token
+  // back before any other job held it, it resumes that slice rather than
+  // start a new turn (scheduler/token.cpp, grant_locked). 0: nothing kept.
+  uint64_t idle_slice_start_mono_ns;
+  uint64_t idle_slice_end_mono_ns;
+  uint64_t idle_at_handovers;
 };
 static_assert(sizeof(Slot) == 768, "Slot layout changed: bump kLayoutVersion");
 
