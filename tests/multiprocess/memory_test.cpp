@@ -692,15 +692,17 @@ TEST_CASE("a job not yet classified gives its cache back once while it cannot ha
   // The second job gets in once the first hands its lane over: the
   // admission of its first allocation that waited for memory (its weights,
   // or its step's first piece where the weights got in while the first
-  // job paused in its first step and lost the token, idle).
+  // job paused in its first step and lost the token, idle), or its first
+  // admission where it came late and waited only for the token. The
+  // first job's cache goes back before a switch, or to a job waiting for
+  // memory: either counts.
   const std::vector<double> waits = stamps_of(second.err, {"waits for"});
-  REQUIRE_FALSE(waits.empty());
   double admitted = 0;
   for (double t : stamps_of(second.err, {"admitted after"}))
-    if (admitted == 0 && t >= waits[0]) admitted = t;
+    if (admitted == 0 && (waits.empty() || t >= waits[0])) admitted = t;
   REQUIRE(admitted > 0);
   unsigned before_handover = 0;
-  for (double t : stamps_of(first.err, {"gave back", "before a switch"})) before_handover += t <= admitted;
+  for (double t : stamps_of(first.err, {"gave back", "cached memory"})) before_handover += t <= admitted;
   CHECK(before_handover >= 1);
   CHECK(before_handover <= 2);
 }
