@@ -301,12 +301,12 @@ class Simulator {
   void refresh_estimates() {
     // As live (scheduler/token.cpp): the quantum among the active jobs of
     // each token, and what a turn gives; nothing is paged.
-    std::vector<int> takers(tokens_.size(), 0);
+    takers_.assign(tokens_.size(), 0);
     for (size_t i = 0; i < jobs_.size(); ++i)
-      if (jobs_[i].active) ++takers[size_t(token_of(int(i)))];
+      if (jobs_[i].active) ++takers_[size_t(token_of(int(i)))];
     for (size_t i = 0; i < jobs_.size(); ++i) {
       jobs_[i].quantum_ns =
-          rules::quantum_among(options_.quantum_ns, options_.quantum_adapts, takers[size_t(token_of(int(i)))]);
+          rules::quantum_among(options_.quantum_ns, options_.quantum_adapts, takers_[size_t(token_of(int(i)))]);
       if (!jobs_[i].active) continue;
       jobs_[i].remaining_ns = remaining_ns(int(i));
       jobs_[i].turn_ns = rules::slice_length(policy_, jobs_[i]);
@@ -390,6 +390,7 @@ class Simulator {
   std::vector<size_t> open_runs_;     // into the timeline: a holder's open Run, by trace index
   std::vector<rules::LaneJob> lane_jobs_;  // scratch for the lane planner
   std::vector<rules::Job> view_;           // scratch for view_of
+  std::vector<int> takers_;                // scratch for refresh_estimates: active jobs per token
   SimResult result_;
 };
 
