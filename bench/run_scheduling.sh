@@ -4,7 +4,7 @@
 # bench/sched/README.md for what each part measures.
 #
 # usage: OUT=DIR bash bench/run_scheduling.sh PART
-#   PART: fair | quantum | priority | handover | mix | all
+#   PART: alone | fair | quantum | priority | handover | mix | all
 #
 # Each PART writes OUT/sched-PART.json and OUT/sched-PART.md (and raw
 # per-job files under OUT/sched-raw/PART/). A PART keeps its experiments
@@ -30,7 +30,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: OUT=DIR bash $0 fair|quantum|priority|handover|mix|all" >&2
+  echo "usage: OUT=DIR bash $0 alone|fair|quantum|priority|handover|mix|all" >&2
 }
 
 if [[ $# -ne 1 ]]; then
@@ -39,7 +39,7 @@ if [[ $# -ne 1 ]]; then
 fi
 part=$1
 case $part in
-  fair | quantum | priority | handover | mix | all) ;;
+  alone | fair | quantum | priority | handover | mix | all) ;;
   *)
     usage
     exit 2
@@ -190,7 +190,7 @@ run_part() {
 
 if [[ $part == all ]]; then
   failed=()
-  for name in fair quantum priority handover mix; do
+  for name in alone fair quantum priority handover mix; do
     run_part "$name" "$SECONDS" || failed+=("$name")
   done
   if ((${#failed[@]})); then

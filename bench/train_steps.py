@@ -29,13 +29,20 @@ window: one job of the scheduling benchmarks (fair, quantum, priority):
   step's latency follow from that list. Output: one JSON object
   {"kind": "train", "step_ends": [...], ...}. --host-ms adds that much
   work on the host after each step, the GPU idle for this job meanwhile
-  (an environment step, a data pipeline on the CPU). --fake-step-ms
-  replaces the model by a sleep (no PyTorch), to try the orchestration
-  without a GPU.
+  (an environment step, a data pipeline on the CPU). --model transformer
+  steps rate's transformer instead of the MLP. With --turn I/N the job
+  takes turns on the GPU with N - 1 others (benchlib/turns.py): it steps
+  only in its own turns of --turn-s seconds, starts no step within a guard
+  of a turn's end (--turn-guard-ms; by default three warm-up steps, at
+  least 20 ms) and records each step's start and end ("step_spans").
+  --fake-step-ms replaces the model by a sleep (no PyTorch), to try the
+  orchestration without a GPU.
 
 usage: train_steps.py rate [--seconds S] [--warmup N] [--model NAME]... [--device cuda|cpu]
        train_steps.py window [--window S] [--width N --depth N --batch N --dtype bf16|fp16|fp32]
-                             [--host-ms MS] [--ready-file F --start-file F] [--out FILE]
+                             [--model mlp|transformer] [--host-ms MS]
+                             [--turn I/N --turn-s S --turn-guard-ms MS]
+                             [--ready-file F --start-file F] [--out FILE]
                              [--fake-step-ms MS]
 """
 
@@ -46,7 +53,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/, for benchlib
-from benchlib import jobutil, training  # noqa: E402
+from benchlib import jobutil, stats, training  # noqa: E402
+from benchlib.turns import Turns  # noqa: E402
 
 CHUNK = 10
 
@@ -161,35 +169,81 @@ def work_on_host(ms):
         pass
 
 
+def build_window_step(args):
+    """The window's step, its info and its peak allocated MiB."""
+    if args.fake_step_ms > 0:
+        return build_fake(args)
+    if args.model == "transformer":
+        import torch
+
+        step = build_transformer_step(*TRANSFORMER, args.device)
+        info = {"torch": torch.__version__,
+                "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"}
+        if args.device == "cuda":
+            return step, info, lambda: torch.cuda.max_memory_allocated() / 2**20
+        return step, info, lambda: 0.0
+    return build_step(args.width, args.depth, args.batch, args.dtype, 1e-4,
+                      False, args.device, read_loss=True)
+
+
+def step_in_turns(step, host_ms, t0, end_at, turns, watch):
+    """Steps in this job's turns until `end_at`; returns [[start, end], ...]
+    relative to T0."""
+    spans = []
+    while True:
+        now = time.monotonic()
+        if now >= end_at:
+            return spans
+        if not turns.admits(now - t0):
+            jobutil.sleep_until(min(t0 + turns.next_start(now - t0), end_at))
+            watch.check()
+            continue
+        step()
+        work_on_host(host_ms)
+        spans.append([now - t0, time.monotonic() - t0])
+
+
 def window(args):
     watch = jobutil.ParentWatch()
     began = time.monotonic()
-    if args.fake_step_ms > 0:
-        step, info, peak_mib = build_fake(args)
-    else:
-        step, info, peak_mib = build_step(args.width, args.depth, args.batch, args.dtype, 1e-4,
-                                          False, args.device, read_loss=True)
+    step, info, peak_mib = build_window_step(args)
     built = time.monotonic()
+    warmup_ms = []
     for _ in range(args.warmup_steps):
+        start = time.perf_counter()
         step()
         work_on_host(args.host_ms)
+        warmup_ms.append((time.perf_counter() - start) * 1e3)
     warmed = time.monotonic()
+    turns = None
+    if args.turn:
+        guard_ms = args.turn_guard_ms
+        if guard_ms <= 0:
+            guard_ms = max(20.0, 3 * (stats.median(warmup_ms[len(warmup_ms) // 2:]) or 0.0))
+        try:
+            turns = Turns.parse(args.turn, args.turn_s, guard_ms / 1000.0)
+        except ValueError as error:
+            raise jobutil.JobError(str(error)) from None
     t0 = jobutil.barrier(args.ready_file, args.start_file, args.barrier_timeout, watch)
     late = time.monotonic() - t0
     end_at = t0 + args.window
-    ends = []
-    while True:
-        step()
-        work_on_host(args.host_ms)
-        now = time.monotonic()
-        ends.append(now - t0)
-        if now >= end_at:
-            break
-        watch.check()
+    ends, spans = [], None
+    if turns:
+        spans = step_in_turns(step, args.host_ms, t0, end_at, turns, watch)
+        ends = [end for _, end in spans]
+    else:
+        while True:
+            step()
+            work_on_host(args.host_ms)
+            now = time.monotonic()
+            ends.append(now - t0)
+            if now >= end_at:
+                break
+            watch.check()
     record = {
         "kind": "train", "name": args.name, "ok": True, "pid": os.getpid(),
         **info,
-        "model": {"width": args.width, "depth": args.depth, "batch": args.batch,
+        "model": {"model": args.model, "width": args.width, "depth": args.depth, "batch": args.batch,
                   "dtype": args.dtype, "fake_step_ms": args.fake_step_ms, "host_ms": args.host_ms},
         "build_s": round(built - began, 3), "warmup_steps": args.warmup_steps,
         "warmup_s": round(warmed - built, 3), "late_start_s": round(late, 6),
@@ -197,6 +251,9 @@ def window(args):
         "peak_allocated_mib": round(peak_mib(), 1),
         "step_ends": jobutil.rounded(ends),
     }
+    if turns:
+        record["turns"] = turns.describe()
+        record["step_spans"] = [jobutil.rounded(span) for span in spans]
     jobutil.emit(args, record)
 
 
@@ -221,8 +278,14 @@ def main():
     p.add_argument("--batch", type=int, default=8192)
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help=device_help)
+    p.add_argument("--model", default="mlp", choices=["mlp", "transformer"],
+                   help="transformer: rate's transformer (--width, --depth, --batch, --dtype unused)")
     p.add_argument("--host-ms", type=float, default=0.0,
                    help="work on the host after each step, launching nothing")
+    p.add_argument("--turn", default="", help="I/N: take turn I of every N (see above)")
+    p.add_argument("--turn-s", type=float, default=1.0, help="length of a turn")
+    p.add_argument("--turn-guard-ms", type=float, default=0.0,
+                   help="start no step this close to a turn's end (0: from the warm-up steps)")
     p.add_argument("--fake-step-ms", type=float, default=0.0,
                    help="dry run: sleep this long per step instead of training")
 

@@ -438,6 +438,11 @@ class Context:
             os.replace(temporary, path)
 
 
+# A job's GSHARE_* variables that make it run natively in an experiment
+# under gshare: the alone part runs one copy of a job each way at once.
+NATIVE_JOB = object()
+
+
 class Experiment:
     """One experiment: its jobs (native or under gshare), its private
     GSHARE_DIR and barrier files, its raw output directory."""
@@ -489,7 +494,7 @@ class Experiment:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("GSHARE_") and k != "LD_PRELOAD"}
         env["PYTHONUNBUFFERED"] = "1"
-        if self.mode == "gshare":
+        if self.mode == "gshare" and job_vars is not NATIVE_JOB:
             if self.ctx.library.exists():
                 env["LD_PRELOAD"] = str(self.ctx.library)
             env["GSHARE_DIR"] = str(self.gshare_dir)
@@ -508,7 +513,8 @@ class Experiment:
         gshare_env = {k: v for k, v in env.items() if k.startswith("GSHARE_")}
         self.job_vars[job] = gshare_env
         log = open(self.log_file(job), "w")
-        log.write(f"# {' '.join(shlex.quote(a) for a in argv)}\n# {self.mode} {gshare_env}\n")
+        mode = "native" if job_vars is NATIVE_JOB else self.mode
+        log.write(f"# {' '.join(shlex.quote(a) for a in argv)}\n# {mode} {gshare_env}\n")
         log.flush()
         self.logs[job] = log
         process = subprocess.Popen(argv, cwd=str(REPO), env=env, stdin=subprocess.DEVNULL,

@@ -12,8 +12,13 @@ at T0 + i/rate); each request is one forward pass and `.item()` of the
 output's sum, so its result is on the host. Latency = issue to result on
 the host. Memory: well under 1 GiB.
 
+With --turn I/N the job takes turns on the GPU with N - 1 others
+(benchlib/turns.py): it issues only the requests due in its own turns of
+--turn-s seconds, none within --turn-guard-ms of a turn's end.
+
 usage: infer_job.py [--window S] [--rate R] [--model conv|mlp] [--batch N]
                     [--width N --depth N] [--image PIXELS]
+                    [--turn I/N --turn-s S --turn-guard-ms MS]
                     [--ready-file F --start-file F] [--out FILE] [--fake-ms MS]
 Output: one JSON object {"kind": "infer", "requests": [[due, issued, done], ...]}
 with times in seconds from T0. A request issued after its due time (the
@@ -27,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
 from benchlib import jobutil  # noqa: E402
+from benchlib.turns import Turns  # noqa: E402
 
 
 def build_request(args):
@@ -87,9 +93,17 @@ def main():
                         help="cpu only to try the script where there is no GPU")
     parser.add_argument("--fake-ms", type=float, default=0.0,
                         help="dry run: sleep this long per request instead of a forward")
+    parser.add_argument("--turn", default="", help="I/N: take turn I of every N (see above)")
+    parser.add_argument("--turn-s", type=float, default=0.5, help="length of a turn")
+    parser.add_argument("--turn-guard-ms", type=float, default=20.0,
+                        help="issue nothing this close to the end of a turn")
     args = parser.parse_args()
     if args.rate <= 0:
         parser.error("--rate must be positive")
+    try:
+        turns = Turns.parse(args.turn, args.turn_s, args.turn_guard_ms / 1000.0)
+    except ValueError as error:
+        parser.error(str(error))
 
     def body():
         watch = jobutil.ParentWatch()
@@ -107,7 +121,11 @@ def main():
         truncated = False
         for i in range(count):
             due = t0 + i / args.rate
+            if turns and not turns.admits(due - t0):
+                continue
             jobutil.sleep_until(due)
+            if turns and not turns.admits(time.monotonic() - t0):
+                continue  # a slow request ran into the guard
             issued = time.monotonic()
             request()
             done = time.monotonic()
@@ -124,6 +142,7 @@ def main():
             "rate": args.rate, "window_s": args.window,
             "build_s": round(built - began, 3), "warmup_s": round(warmed - built, 3),
             "planned": count, "truncated": truncated, "requests": requests,
+            "turns": turns.describe() if turns else None,
         }
         jobutil.emit(args, record)
 

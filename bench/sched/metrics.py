@@ -84,3 +84,17 @@ def infer(result):
         "from_due_ms": stats.distribution([done - due for due, _, done in requests], 1e3),
         "late_requests": sum(1 for due, issued, _ in requests if issued - due > 1e-3),
     }
+
+
+def train_spans(result):
+    """Steps per second of a job that stepped in turns (train_steps.py
+    window --turn): its steps over the time they took, start to end, so
+    the time between its turns does not count. None without spans."""
+    if not isinstance(result, dict) or result.get("kind") != "train" or not result.get("step_spans"):
+        return None
+    spans = result["step_spans"]
+    stepping = sum(end - start for start, end in spans)
+    if stepping <= 0:
+        return None
+    return {"steps": len(spans), "stepping_s": stepping, "steps_per_s": len(spans) / stepping,
+            "step_ms": stats.distribution([end - start for start, end in spans], 1e3)}

@@ -10,12 +10,14 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import alone  # noqa: E402
 import fair  # noqa: E402
 import handover  # noqa: E402
 import metrics  # noqa: E402
 import mix  # noqa: E402
 import priority  # noqa: E402
 import quantum  # noqa: E402
+from benchlib.turns import Turns  # noqa: E402
 
 
 def train_result(step_s, window, offset=0.0, late=0.0):
@@ -313,6 +315,90 @@ class Mix(unittest.TestCase):
         self.assertEqual((m["late_starts"], m["memory_refused"]), (1, 1))
         results.append({"jct_s": None, "end_s": None, "late_s": None, "memory_ok": None})
         self.assertIsNone(mix.mode_metrics(results)["average_jct_s"])
+
+
+class TakingTurns(unittest.TestCase):
+    def test_each_job_works_in_its_own_turns_only(self):
+        first, second = Turns(0, 2, 0.5, 0.02), Turns(1, 2, 0.5, 0.02)
+        for t in (0.0, 0.25, 0.479, 1.0, 1.3):
+            self.assertTrue(first.admits(t), t)
+            self.assertFalse(second.admits(t), t)
+        for t in (0.5, 0.7, 1.6):
+            self.assertFalse(first.admits(t), t)
+            self.assertTrue(second.admits(t), t)
+        # The guard: nothing starts in a turn's last 20 ms, nor before T0.
+        self.assertFalse(first.admits(0.49))
+        self.assertFalse(second.admits(0.99))
+        self.assertFalse(first.admits(-0.1))
+
+    def test_next_start(self):
+        first, second = Turns(0, 2, 0.5, 0.02), Turns(1, 2, 0.5, 0.02)
+        self.assertEqual(first.next_start(-1.0), 0.0)
+        self.assertEqual(first.next_start(0.2), 0.2)
+        self.assertEqual(first.next_start(0.49), 1.0)
+        self.assertEqual(second.next_start(0.1), 0.5)
+        self.assertEqual(second.next_start(0.99), 1.5)
+        self.assertEqual(Turns(2, 3, 1.0, 0.1).next_start(0.0), 2.0)
+
+    def test_parse(self):
+        self.assertIsNone(Turns.parse("", 1.0, 0.1))
+        self.assertEqual(Turns.parse("1/2", 1.0, 0.1).index, 1)
+        for bad in ("2/2", "x", "1", "-1/2", "0/0"):
+            with self.assertRaises(ValueError):
+                Turns.parse(bad, 1.0, 0.1)
+        with self.assertRaises(ValueError):
+            Turns(0, 2, 0.5, 0.5)  # a guard as long as the turn
+
+
+class AloneSummary(unittest.TestCase):
+    @staticmethod
+    def infer_result(latency_ms, count=1000):
+        requests = [[i / 100, i / 100, i / 100 + latency_ms(i) / 1e3] for i in range(count)]
+        return {"kind": "infer", "requests": requests, "window_s": 20.0}
+
+    @staticmethod
+    def train_result(step_ms, steps=500):
+        spans, t = [], 0.0
+        for _ in range(steps):
+            spans.append([t, t + step_ms / 1e3])
+            t += 2 * step_ms / 1e3
+        return {"kind": "train", "step_spans": spans, "step_ends": [e for _, e in spans]}
+
+    def records(self, gshare_infer_ms, gshare_step_ms):
+        out = []
+        for trial in (1, 2, 3):
+            # One request in 50 takes 1 ms longer: p99 sits among those.
+            infer = {"native": metrics.infer(self.infer_result(lambda i: 2.0 + (i % 50 == 0))),
+                     "gshare": metrics.infer(self.infer_result(lambda i: gshare_infer_ms + (i % 50 == 0)))}
+            train = {"native": metrics.train_spans(self.train_result(10.0)),
+                     "gshare": metrics.train_spans(self.train_result(gshare_step_ms))}
+            out.append({"experiment": "infer", "trial": trial, "ok": True, "metrics": infer})
+            out.append({"experiment": "train", "trial": trial, "ok": True, "metrics": train})
+        return out
+
+    def test_equal_copies_meet_the_goals(self):
+        rows, met = alone.summarize(self.records(2.0, 10.0))
+        self.assertAlmostEqual(rows["infer"]["p50_ratio"], 1.0)
+        self.assertAlmostEqual(rows["train"]["ratio"], 1.0)
+        self.assertEqual(met, {"infer_p50": True, "infer_p99": True, "train": True})
+
+    def test_a_slower_gshare_copy_misses(self):
+        # +50 us is 2.5% of the 2 ms p50, over both +2% (40 us) and +10
+        # us; but 1.7% of the 3 ms p99, within it.
+        rows, met = alone.summarize(self.records(2.05, 10.2))
+        self.assertAlmostEqual(rows["infer"]["p50_added_us"], 50, places=3)
+        self.assertAlmostEqual(rows["infer"]["p99_added_us"], 50, places=3)
+        self.assertAlmostEqual(rows["train"]["ratio"], 10.0 / 10.2)
+        self.assertEqual(met, {"infer_p50": False, "infer_p99": True, "train": False})
+
+    def test_spans_count_stepping_time_only(self):
+        m = metrics.train_spans(self.train_result(10.0, steps=100))
+        self.assertAlmostEqual(m["steps_per_s"], 100.0)
+        self.assertIsNone(metrics.train_spans({"kind": "train", "step_ends": [1.0]}))
+
+    def test_no_data(self):
+        rows, met = alone.summarize([])
+        self.assertEqual(met, {"infer_p50": None, "infer_p99": None, "train": None})
 
 
 if __name__ == "__main__":
