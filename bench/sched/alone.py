@@ -20,8 +20,10 @@ Goals, on the medians over trials (the range is reported beside):
   - training under gshare: >= 0.99 of native steps per second.
 
 Environment (see common.py): SCHED_WINDOW_S (default 20), SCHED_TRIALS
-(default 5), SCHED_INFER_ARGS, SCHED_ALONE_TRAIN_ARGS (replaces
-`--model transformer`), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
+(default 5), SCHED_ALONE_EXPERIMENTS (default "infer train"),
+SCHED_INFER_ARGS, SCHED_ALONE_TRAIN_ARGS (replaces `--model transformer`,
+e.g. "--batch 2048" for the MLP of short steps), SCHED_GSHARE_EXTRA,
+SCHED_BUDGET_S.
 """
 
 import sys
@@ -70,13 +72,17 @@ def run_one(ctx, experiment, trial, window):
 def body(ctx, state):
     window = common.env_float("SCHED_WINDOW_S", 20.0)
     trials = common.env_int("SCHED_TRIALS", 5)
+    chosen = common.env_words("SCHED_ALONE_EXPERIMENTS") or EXPERIMENTS
+    unknown = sorted(set(chosen) - set(EXPERIMENTS))
+    if unknown:
+        raise SystemExit(f"SCHED_ALONE_EXPERIMENTS: unknown {' '.join(unknown)}; known: {' '.join(EXPERIMENTS)}")
     state["config"] = {"window_s": window, "trials": trials,
                        "infer_args": common.env_words("SCHED_INFER_ARGS") or DEFAULT_INFER_ARGS,
                        "train_args": common.env_words("SCHED_ALONE_TRAIN_ARGS") or DEFAULT_TRAIN_ARGS,
                        "infer_turn_s": common.env_float("SCHED_INFER_TURN_S", 0.5),
                        "train_turn_s": common.env_float("SCHED_TRAIN_TURN_S", 1.0)}
     for trial in range(1, trials + 1):
-        for experiment in EXPERIMENTS:
+        for experiment in [e for e in EXPERIMENTS if e in chosen]:
             name = f"{experiment}-t{trial}"
             if not ctx.fits(ctx.estimate(window)):
                 ctx.log(f"{name}: skipped, {ctx.remaining():.0f} s left of the budget")
