@@ -61,6 +61,12 @@ std::atomic<uint64_t> g_next_ns{0};
 // The next question of a job asked rarely (kRareQuestionIntervalNs): one
 // alone on its GPUs, or whose answers have stopped moving.
 std::atomic<uint64_t> g_next_rare_ns{0};
+// The host syncs seen, and the count from which the next rare question may
+// come (kRareQuestionSyncs after the last answer); the latest time it may
+// wait for that count (kRareQuestionMaxIntervalNs).
+std::atomic<uint64_t> g_syncs{0};
+std::atomic<uint64_t> g_rare_from_sync{0};
+std::atomic<uint64_t> g_rare_latest_ns{0};
 std::atomic<bool> g_steady{false};
 void* g_counts_function = nullptr;  // a new reference, kept; main thread only
 uint64_t g_answers = 0;              // main thread only
@@ -161,8 +167,12 @@ int answer_on_main_thread(void*) {
   // Alone or not, a job is asked at the rate above until its answers have
   // filled P's window once (allocator/in_use_window.h): its figures are
   // right from the start, also in gshare-top.
-  if (answered > 0 && ++g_answered > uint64_t(tunables::kInUseWindow))
+  if (answered > 0 && ++g_answered > uint64_t(tunables::kInUseWindow)) {
     g_next_rare_ns.store(end + tunables::kRareQuestionIntervalNs, std::memory_order_relaxed);
+    g_rare_from_sync.store(g_syncs.load(std::memory_order_relaxed) + tunables::kRareQuestionSyncs,
+                           std::memory_order_relaxed);
+    g_rare_latest_ns.store(end + tunables::kRareQuestionMaxIntervalNs, std::memory_order_relaxed);
+  }
   // Answers that only repeat themselves teach nothing: then the job is
   // asked rarely, shared or not, until one differs.
   g_steady.store(g_steady_answers >= tunables::kSteadyAnswersBeforeRare, std::memory_order_relaxed);
@@ -179,14 +189,25 @@ bool alone_on_its_gpus() {
   return alone;
 }
 
+// Whether a job asked rarely has waited long enough: a second, and
+// kRareQuestionSyncs syncs or kRareQuestionMaxIntervalNs.
+bool rare_question_due(uint64_t now, uint64_t syncs) {
+  if (now < g_next_rare_ns.load(std::memory_order_relaxed)) return false;
+  return syncs >= g_rare_from_sync.load(std::memory_order_relaxed) ||
+         now >= g_rare_latest_ns.load(std::memory_order_relaxed);
+}
+
 }  // namespace
 
 void ask_framework_counts() {
+  // Not a read-modify-write: a count that two threads' syncs race on may
+  // lose one, which only moves a rare question by a sync.
+  const uint64_t syncs = g_syncs.load(std::memory_order_relaxed) + 1;
+  g_syncs.store(syncs, std::memory_order_relaxed);
   if (g_outstanding.load(std::memory_order_relaxed)) return;
   const uint64_t now = mono_now_ns();
   if (now < g_next_ns.load(std::memory_order_relaxed)) return;
-  if (now < g_next_rare_ns.load(std::memory_order_relaxed) &&
-      (g_steady.load(std::memory_order_relaxed) || alone_on_its_gpus()))
+  if (!rare_question_due(now, syncs) && (g_steady.load(std::memory_order_relaxed) || alone_on_its_gpus()))
     return;
   if (!python_running()) return;
   if (g_outstanding.exchange(true, std::memory_order_acquire)) return;
@@ -199,6 +220,9 @@ void forget_framework_counts_after_fork() {
   g_outstanding.store(false);
   g_next_ns.store(0);
   g_next_rare_ns.store(0);
+  g_syncs.store(0);
+  g_rare_from_sync.store(0);
+  g_rare_latest_ns.store(0);
   g_steady.store(false);
 }
 

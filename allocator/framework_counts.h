@@ -23,10 +23,10 @@
 // 1% of the time (an answer costs tens of microseconds); time not spent
 // asking is saved, up to 100 ms, for a burst at syncs that come close
 // together. Once its first answers have filled P's window, a job is asked
-// at most once a second while it is alone on its GPUs or while its answers
-// repeat themselves: the question runs on the program's critical path
-// (between an inference request's sync and its reply), and such answers
-// teach nothing.
+// at most once a second and once in 500 syncs (and at least every 30 s)
+// while it is alone on its GPUs or while its answers repeat themselves: the
+// question runs on the program's critical path (between an inference
+// request's sync and its reply), and such answers teach nothing.
 #pragma once
 
 #include <cstdint>

@@ -87,6 +87,12 @@ inline constexpr uint64_t kBurstNs = 100'000'000;
 // second job, or an answer that differs, brings the rate above back.
 inline constexpr uint64_t kRareQuestionIntervalNs = 1'000'000'000;
 inline constexpr int kSteadyAnswersBeforeRare = 16;
+// ... and at most once in this many host syncs, so that a question lands
+// on at most 0.2% of a server's requests whatever their rate (once a
+// second is 1% of them at 100 a second: its p99). Never rarer than
+// kRareQuestionMaxIntervalNs, so that figures shown stay fresh.
+inline constexpr uint64_t kRareQuestionSyncs = 500;
+inline constexpr uint64_t kRareQuestionMaxIntervalNs = 30'000'000'000;
 
 // --- Iteration detection (scheduler/iterations.cpp) ---
 // A step may sync once, or once per piece of a forward pass (up to

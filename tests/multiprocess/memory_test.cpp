@@ -593,6 +593,22 @@ TEST_CASE("a job is asked for its framework's figures about once a second while 
   }
 }
 
+TEST_CASE("a job asked rarely is asked at most once in 500 syncs, however long they take", "[questions]") {
+  // Once a second is one request in a hundred at 100 requests a second:
+  // the question's cost would sit at the server's p99. So a rare question
+  // also waits for kRareQuestionSyncs syncs. One sync a step of 10 ms, 1000
+  // steps: after the first answers, about 10 s, yet only 1000 syncs.
+  const unsigned window = unsigned(gshare::tunables::kInUseWindow);
+  TestGpu gpu(8 * kGiB);
+  auto started = std::chrono::steady_clock::now();
+  std::vector<Finished> alone = run_caching_jobs(gpu, 1, {"500", "64", "64", "1", "10000"}, {{"CACHE_STATS", "1"}});
+  const double alone_s = seconds_since(started);
+  INFO(alone[0].err);
+  REQUIRE(alone[0].out == "done 500\n");
+  REQUIRE(alone_s > 5);  // once a second would have asked four more times at least
+  CHECK(questions_asked(alone[0]) <= window + 500 / unsigned(gshare::tunables::kRareQuestionSyncs) + 1);
+}
+
 TEST_CASE("a job asked for its cache mid-step never empties it mid-step, under every policy that switches", "[rest]") {
   // Two caching jobs of P 1 GiB and E 5 GiB on 8 GiB take turns in one
   // lane. Each step pauses half a second in Python mid-way, its chunks
