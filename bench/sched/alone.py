@@ -83,14 +83,8 @@ def body(ctx, state):
                        "train_turn_s": common.env_float("SCHED_TRAIN_TURN_S", 1.0)}
     for trial in range(1, trials + 1):
         for experiment in [e for e in EXPERIMENTS if e in chosen]:
-            name = f"{experiment}-t{trial}"
-            if not ctx.fits(ctx.estimate(window)):
-                ctx.log(f"{name}: skipped, {ctx.remaining():.0f} s left of the budget")
-                state["records"].append(common.skipped(name, experiment=experiment, trial=trial))
-                ctx.checkpoint()
-                continue
-            state["records"].append(run_one(ctx, experiment, trial, window))
-            ctx.checkpoint()
+            ctx.run_or_skip(state, f"{experiment}-t{trial}", ctx.estimate(window),
+                            lambda: run_one(ctx, experiment, trial, window), experiment=experiment, trial=trial)
 
 
 def infer_entry(m):

@@ -391,6 +391,17 @@ class Context:
                  f" ({record['wall_s']:.1f} s)")
         return record
 
+    def run_or_skip(self, state, name, estimate_s, run, **fields):
+        """Appends run()'s record to the state if `estimate_s` seconds still
+        fit the budget, else a record of `name` skipped (with `fields`);
+        then saves the results so far."""
+        if self.fits(estimate_s):
+            state["records"].append(run())
+        else:
+            self.log(f"{name}: skipped, {self.remaining():.0f} s left of the budget")
+            state["records"].append(skipped(name, **fields))
+        self.checkpoint()
+
     def checkpoint(self):
         """Rewrites the result files from the state so far (marked
         incomplete), so a part killed midway still leaves its results."""

@@ -137,16 +137,9 @@ def body(ctx, state, args):
         for sync_every in syncs:
             order = MODES if trial % 2 else list(reversed(MODES))
             for mode in order:
-                name = f"{mode}-sync{sync_every}-t{trial}"
-                if not ctx.fits(ctx.estimate(seconds)):
-                    ctx.log(f"{name}: skipped, {ctx.remaining():.0f} s left of the budget")
-                    state["records"].append(common.skipped(name, handover=mode,
-                                                           sync_every=sync_every, trial=trial))
-                    ctx.checkpoint()
-                    continue
-                state["records"].append(run_one(ctx, args, mode, sync_every, trial, seconds,
-                                                spin_us, quantum))
-                ctx.checkpoint()
+                ctx.run_or_skip(state, f"{mode}-sync{sync_every}-t{trial}", ctx.estimate(seconds),
+                                lambda: run_one(ctx, args, mode, sync_every, trial, seconds, spin_us, quantum),
+                                handover=mode, sync_every=sync_every, trial=trial)
 
 
 def summarize(records, syncs):

@@ -84,14 +84,8 @@ def body(ctx, state):
     for trial in range(1, trials + 1):
         order = EXPERIMENTS if trial % 2 else list(reversed(EXPERIMENTS))
         for experiment in order:
-            name = f"{experiment}-t{trial}"
-            if not ctx.fits(ctx.estimate(window)):
-                ctx.log(f"{name}: skipped, {ctx.remaining():.0f} s left of the budget")
-                state["records"].append(common.skipped(name, experiment=experiment, trial=trial))
-                ctx.checkpoint()
-                continue
-            state["records"].append(run_one(ctx, experiment, trial, window))
-            ctx.checkpoint()
+            ctx.run_or_skip(state, f"{experiment}-t{trial}", ctx.estimate(window),
+                            lambda: run_one(ctx, experiment, trial, window), experiment=experiment, trial=trial)
 
 
 def summarize(records):

@@ -61,13 +61,8 @@ def body(ctx, state):
         order = [None] + (values if trial % 2 else list(reversed(values)))
         for quantum in order:
             name = f"native-t{trial}" if quantum is None else f"q{quantum}-t{trial}"
-            if not ctx.fits(ctx.estimate(window)):
-                ctx.log(f"{name}: skipped, {ctx.remaining():.0f} s left of the budget")
-                state["records"].append(common.skipped(name, quantum_ms=quantum, trial=trial))
-                ctx.checkpoint()
-                continue
-            state["records"].append(run_one(ctx, quantum, trial, window))
-            ctx.checkpoint()
+            ctx.run_or_skip(state, name, ctx.estimate(window), lambda: run_one(ctx, quantum, trial, window),
+                            quantum_ms=quantum, trial=trial)
 
 
 def summarize(records, values):
