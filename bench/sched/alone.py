@@ -150,11 +150,11 @@ def render(ctx, state, complete):
               f"{' '.join(config.get('infer_args') or [])}`; training: `train_steps.py window "
               f"{' '.join(config.get('train_args') or [])}`. Medians over trials [range].", ""]
 
-    def cell(row, key, spec, scale=1.0):
+    def cell(row, key, spec):
         value, (low, high) = row.get(key), row.get(key + "_range", (None, None))
         if value is None:
             return "—"
-        return f"{format(value * scale, spec)} [{format(low * scale, spec)}–{format(high * scale, spec)}]"
+        return f"{format(value, spec)} [{format(low, spec)}–{format(high, spec)}]"
 
     infer, train = rows["infer"], rows["train"]
     lines += ["| inference | native ms | gshare ms | gshare ÷ native | added µs |",
