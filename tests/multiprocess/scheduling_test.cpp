@@ -186,7 +186,7 @@ FairRun run_fair_pair(const char* weight_a, const char* handover) {
 
 }  // namespace
 
-TEST_CASE("under fair, two continuous launchers never overlap and split kernel time 50/50") {
+TEST_CASE("under fair, two continuous launchers never overlap and split kernel time 50/50", "[policies]") {
   FairRun run = run_fair_pair("1", "strict");
   CHECK(run.overlap_fraction == 0.0);  // strict: the holder drains before handing over
   CHECK(run.share_a == Approx(0.5).margin(0.05));
@@ -196,7 +196,7 @@ TEST_CASE("under fair, two continuous launchers never overlap and split kernel t
   check_switches(run.switches);
 }
 
-TEST_CASE("under fair with overlap handover, only a holder's tail overlaps the next job") {
+TEST_CASE("under fair with overlap handover, only a holder's tail overlaps the next job", "[policies]") {
   FairRun run = run_fair_pair("1", "overlap");
   // The holder hands over with its last iteration (2 ms) still queued, at
   // most: overlap happens at handovers only, one tail each (and a little
@@ -207,13 +207,13 @@ TEST_CASE("under fair with overlap handover, only a holder's tail overlaps the n
   check_switches(run.switches);
 }
 
-TEST_CASE("under fair, weights 3:1 split kernel time 75/25") {
+TEST_CASE("under fair, weights 3:1 split kernel time 75/25", "[policies]") {
   FairRun run = run_fair_pair("3", "strict");
   CHECK(run.share_a == Approx(0.75).margin(0.05));
   CHECK(run.share_b == Approx(0.25).margin(0.05));
 }
 
-TEST_CASE("under priority, a high-priority launch waits at most about one low-priority kernel") {
+TEST_CASE("under priority, a high-priority launch waits at most about one low-priority kernel", "[policies]") {
   TestGpu gpu;
   Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "priority"}};
   Env low_env = env, high_env = env;
@@ -243,7 +243,7 @@ TEST_CASE("under priority, a high-priority launch waits at most about one low-pr
     CHECK(starts_between(lows, h.start_ns, h.end_ns) <= 1);
 }
 
-TEST_CASE("fifo runs the first job until it is done, then the next arrival") {
+TEST_CASE("fifo runs the first job until it is done, then the next arrival", "[policies]") {
   TestGpu gpu;
   Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fifo"}};
   Client a(gpu, env), b(gpu, env), c(gpu, env);
@@ -264,7 +264,8 @@ TEST_CASE("fifo runs the first job until it is done, then the next arrival") {
   CHECK(last_end(kb) <= kc.front().start_ns);
 }
 
-TEST_CASE("srtf runs the job with the least remaining time first; a shorter arrival preempts at the slice end") {
+TEST_CASE("srtf runs the job with the least remaining time first; a shorter arrival preempts at the slice end",
+          "[policies]") {
   TestGpu gpu;
   // Strict handovers: no loans. Under overlap a holder whose host work
   // between syncs passes 2 ms (a loaded machine's slow wake-ups) lends the
@@ -318,7 +319,7 @@ TEST_CASE("srtf runs the job with the least remaining time first; a shorter arri
   }
 }
 
-TEST_CASE("kill -9 of the token holder passes the token on within a second") {
+TEST_CASE("kill -9 of the token holder passes the token on within a second", "[policies]") {
   // Under strict handovers, so that the waiter's first kernel is the one
   // the kill lets in: under overlap a holder descheduled after a sync (a
   // loaded machine) lends the token, and the waiter runs on loan before.
@@ -340,7 +341,7 @@ TEST_CASE("kill -9 of the token holder passes the token on within a second") {
   CHECK(mine.front().start_ns - killed_ns < 1000 * kMs);
 }
 
-TEST_CASE("kill -9 of a waiter changes nothing for the others") {
+TEST_CASE("kill -9 of a waiter changes nothing for the others", "[policies]") {
   // Under strict handovers: under overlap a holder descheduled for 2 ms
   // after a sync (a loaded machine) may lend the token, and the victim may
   // run a kernel on loan before it is killed.
@@ -746,7 +747,7 @@ TEST_CASE("a holder whose steps are many short kernels lends its token as soon a
   CHECK(top["loans"].get<uint64_t>() >= uint64_t(steps / 2));
 }
 
-TEST_CASE("under fair, a job that ran on while the others waited for a start keeps its place among them") {
+TEST_CASE("under fair, a job that ran on while the others waited for a start keeps its place among them", "[many]") {
   // Eight jobs take turns, then seven stop launching (they wait for a
   // start, as a benchmark's jobs do after warming up) while the eighth
   // runs on alone for 1.5 s; then the seven start again. The time it ran
@@ -790,7 +791,8 @@ TEST_CASE("under fair, a job that ran on while the others waited for a start kee
   CHECK(longest < 400 * kMs);
 }
 
-TEST_CASE("among many waiters one watches the holder: turns keep their length, and a watcher killed is replaced") {
+TEST_CASE("among many waiters one watches the holder: turns keep their length, and a watcher killed is replaced",
+          "[many]") {
   // Ten jobs under fair: nine wait at any moment. One of them watches the
   // holder for its slice's end; the others sleep until their own grant (a
   // grant wakes the new holder and the watcher, not all nine). Were the
@@ -849,7 +851,7 @@ TEST_CASE("among many waiters one watches the holder: turns keep their length, a
   }
 }
 
-TEST_CASE("among many jobs the default quantum shrinks so that turns come round; a chosen one stays") {
+TEST_CASE("among many jobs the default quantum shrinks so that turns come round; a chosen one stays", "[many]") {
   // 32 jobs under fair: half leave GSHARE_QUANTUM_MS unset (20 ms, shrunk
   // to 320 ms / 32 = 10 ms among 32), half set it to 20. A turn lasts its
   // quantum and at most as much again for the wake of its job (the jobs'
