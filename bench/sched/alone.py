@@ -62,11 +62,7 @@ def run_one(ctx, experiment, trial, window):
         return record
     measure = metrics.infer if experiment == "infer" else metrics.train_spans
     record["metrics"] = {copy: measure(record["jobs"].get(copy)) for copy in ("native", "gshare")}
-    missing = [copy for copy, m in record["metrics"].items() if m is None]
-    if missing:
-        record["ok"] = False
-        record["errors"].append(f"no usable output from {', '.join(missing)}")
-    return record
+    return common.require_outputs(record, [copy for copy, m in record["metrics"].items() if m is None])
 
 
 def body(ctx, state):

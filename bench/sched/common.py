@@ -166,6 +166,14 @@ def require_metrics(record, computed):
     return record
 
 
+def require_outputs(record, missing):
+    """Marks a run failed whose jobs `missing` gave no usable output."""
+    if record["ok"] and missing:
+        record["ok"] = False
+        record["errors"].append(f"no usable output from {', '.join(missing)}")
+    return record
+
+
 def scratch_parent():
     """Where barrier files and the experiments' private GSHARE_DIRs go:
     SCHED_SCRATCH, else /dev/shm (tmpfs, like gshare's default directory:

@@ -68,10 +68,7 @@ def run_one(ctx, experiment, trial, window):
     missing = [job for job in results
                if (job == "infer" and record["metrics"]["infer"] is None)
                or (job == "train" and record["metrics"]["train_steps_per_s"] is None)]
-    if record["ok"] and missing:
-        record["ok"] = False
-        record["errors"].append(f"no usable output from {', '.join(missing)}")
-    return record
+    return common.require_outputs(record, missing)
 
 
 def body(ctx, state):
