@@ -6,6 +6,7 @@
 
 #include "allocator/devices.h"
 #include "allocator/movable_memory.h"
+#include "base/clock.h"
 #include "base/driver_api.h"
 #include "base/log.h"
 
@@ -25,12 +26,16 @@ bool process_bytes_from_nvml(const Device& device, uint64_t* bytes) {
                   "is not counted against quotas");
     return false;
   }
+  const uint64_t began = log_enabled(LogLevel::kDebug) ? mono_now_ns() : 0;
   nvml::Device handle;
   if (api.nvml_device_get_handle_by_uuid(device.uuid, &handle) != nvml::kSuccess) return false;
   nvml::ProcessInfo processes[256];
   unsigned int count = sizeof processes / sizeof processes[0];
   if (api.nvml_device_get_compute_running_processes(handle, &count, processes) != nvml::kSuccess)
     return false;
+  // A question to the driver that other processes' work may wait on: its
+  // length, to line up with their latency at GSHARE_LOG=debug.
+  if (began) GSHARE_DEBUG("NVML listed the GPU's processes in %.0f us", double(mono_now_ns() - began) / 1e3);
   const unsigned int self = unsigned(getpid());
   for (unsigned int i = 0; i < count; ++i) {
     if (processes[i].pid != self) continue;

@@ -8,6 +8,7 @@
 #include "allocator/framework_classes.h"
 #include "allocator/devices.h"
 #include "allocator/python_api.h"
+#include "base/log.h"
 #include "base/tunables.h"
 #include "shm/region.h"
 
@@ -154,6 +155,7 @@ int answer_on_main_thread(void*) {
     py->err_restore(type, value, traceback);
   }
   uint64_t end = mono_now_ns();
+  GSHARE_DEBUG("the framework answered with %d figure(s) in %.0f us", answered, double(end - start) / 1e3);
   // The first answer also defines the module: its cost does not repeat.
   uint64_t cost = g_answers++ == 0 ? 0 : end - start;
   uint64_t wait = cost * (kDutyDivisor - 1);

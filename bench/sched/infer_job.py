@@ -142,6 +142,9 @@ def main():
             "rate": args.rate, "window_s": args.window,
             "build_s": round(built - began, 3), "warmup_s": round(warmed - built, 3),
             "planned": count, "truncated": truncated, "requests": requests,
+            # Requests' times are from here (time.monotonic(), the clock of
+            # gshare's debug lines).
+            "t0_monotonic": round(t0, 6),
             "turns": turns.describe() if turns else None,
         }
         jobutil.emit(args, record)
