@@ -126,6 +126,25 @@ def intervals_between(times, start, end):
     return gaps
 
 
+def runs(times, start, end):
+    """Events inside (start, end] split where the gap to the next is over
+    five times the median gap and over 10 ms: for the step ends of a job
+    under time-slicing, its turns. Each run is a sorted list of times."""
+    inside = sorted(t for t in times if start < t <= end)
+    if not inside:
+        return []
+    gaps = [b - a for a, b in zip(inside, inside[1:])]
+    typical = median(gaps) or 0.0
+    gap = max(5 * typical, 0.010)
+    found = [[inside[0]]]
+    for previous, t in zip(inside, inside[1:]):
+        if t - previous > gap:
+            found.append([t])
+        else:
+            found[-1].append(t)
+    return found
+
+
 def merge_intervals(intervals):
     """Union of [start, end] intervals as a sorted list of disjoint ones
     (touching intervals are merged)."""

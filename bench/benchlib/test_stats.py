@@ -97,6 +97,17 @@ class Windows(unittest.TestCase):
         # events before the start move the reference, not the count
         self.assertEqual(stats.intervals_between([-0.5, 0.25], 0.0, 1.0), [0.25])
 
+    def test_runs_split_at_gaps_far_over_the_typical(self):
+        # three turns of steps 2 ms apart, 0.3 s between turns
+        times = [turn * 0.3 + k * 0.002 for turn in range(3) for k in range(1, 5)]
+        found = stats.runs(times, 0.0, 1.0)
+        self.assertEqual([len(r) for r in found], [4, 4, 4])
+        self.assertEqual(found[1][0], times[4])
+        # steady steps are one run; a gap under 10 ms never splits
+        self.assertEqual(len(stats.runs([k * 0.001 for k in range(1, 50)] + [0.058], 0.0, 1.0)), 1)
+        self.assertEqual(stats.runs([], 0.0, 1.0), [])
+        self.assertEqual(stats.runs([2.0], 0.0, 1.0), [])
+
 
 class Intervals(unittest.TestCase):
     def test_merge(self):

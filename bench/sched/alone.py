@@ -62,6 +62,10 @@ def run_one(ctx, experiment, trial, window):
         return record
     measure = metrics.infer if experiment == "infer" else metrics.train_spans
     record["metrics"] = {copy: measure(record["jobs"].get(copy)) for copy in ("native", "gshare")}
+    log = ctx.raw / f"{experiment}-t{trial}" / "gshare.log"
+    if experiment == "infer" and record["metrics"]["gshare"] and log.exists():
+        record["metrics"]["gshare"]["slow_requests"] = metrics.gshare_work_in_slow_requests(
+            record["jobs"].get("gshare"), log.read_text(errors="replace"))
     return common.require_outputs(record, [copy for copy, m in record["metrics"].items() if m is None])
 
 
@@ -85,7 +89,8 @@ def body(ctx, state):
 
 def infer_entry(m):
     native, gshare = m["native"]["latency_ms"], m["gshare"]["latency_ms"]
-    entry = {"requests": [m["native"]["requests"], m["gshare"]["requests"]]}
+    entry = {"requests": [m["native"]["requests"], m["gshare"]["requests"]],
+             "slow_requests": m["gshare"].get("slow_requests")}
     for q in ("p50", "p99"):
         entry[f"native_{q}_ms"], entry[f"gshare_{q}_ms"] = native[q], gshare[q]
         entry[f"{q}_ratio"] = stats.ratio(gshare[q], native[q])
@@ -108,7 +113,7 @@ def summarize(records):
                   for r in records if r.get("experiment") == experiment and r.get("metrics")]
         row = {"trials": trials}
         for key in (trials[0] if trials else {}):
-            if key in ("trial", "first", "requests", "steps"):
+            if key in ("trial", "first", "requests", "steps", "slow_requests"):
                 continue
             values = [t[key] for t in trials]
             row[key] = stats.median(values)
@@ -126,6 +131,15 @@ def summarize(records):
     met = {"infer_p50": within("p50"), "infer_p99": within("p99"),
            "train": None if ratio is None else ratio >= TRAIN_TARGET}
     return rows, met
+
+
+def slow_text(slow):
+    """The gshare copy's slowest 1% against gshare's debug lines (with
+    SCHED_GSHARE_EXTRA=GSHARE_LOG=debug)."""
+    if not slow:
+        return ""
+    text = f"; {slow['with_gshare_line']} of its {slow['slow']} slowest 1% ran beside a line of gshare's debug log"
+    return text + (": " + "; ".join(slow["lines"]) if slow["lines"] else "")
 
 
 def render(ctx, state, complete):
@@ -165,7 +179,7 @@ def render(ctx, state, complete):
         lines.append(f"- inference, trial {t['trial']} ({t['first']} first): p50 {t['native_p50_ms']:.3f} → "
                      f"{t['gshare_p50_ms']:.3f} ms ({t['p50_ratio']:.3f}), p99 {t['native_p99_ms']:.3f} → "
                      f"{t['gshare_p99_ms']:.3f} ms ({t['p99_ratio']:.3f}); requests {t['requests'][0]}, "
-                     f"{t['requests'][1]}")
+                     f"{t['requests'][1]}" + slow_text(t.get("slow_requests")))
     for t in train.get("trials", []):
         lines.append(f"- training, trial {t['trial']} ({t['first']} first): {t['native_steps_per_s']:.2f} → "
                      f"{t['gshare_steps_per_s']:.2f} steps/s ({t['ratio']:.4f}); steps {t['steps'][0]}, "

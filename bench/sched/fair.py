@@ -187,6 +187,8 @@ def summarize(records):
                 "native_shares": native["shares"] if native else None,
                 "native_jain": native["jain"] if native else None,
                 "step_ms_p99": gshare["step_ms"]["p99"],
+                "turns": spread_of(gshare.get("turns")),
+                "in_turn_step_ms": spread_of(gshare.get("in_turn_step_ms")),
             })
         jain = stats.median([t["jain"] for t in per_trial])
         ratio = stats.median([t["ratio"] for t in per_trial])
@@ -226,6 +228,12 @@ def summarize(records):
     return rows, alone_row
 
 
+def spread_of(values):
+    """[least, greatest] of the jobs' values, or None."""
+    values = [v for v in values or [] if v is not None]
+    return [min(values), max(values)] if values else None
+
+
 def host_row(config, spec, found, metric):
     """`host`'s row: the training jobs' aggregate and the host-bound job's
     rate (the last job), each under gshare over natively, per trial."""
@@ -259,6 +267,14 @@ def host_row(config, spec, found, metric):
 
 def yes_no(flag):
     return "no data" if flag is None else ("yes" if flag else "**no**")
+
+
+def turns_text(trial):
+    turns, step = trial.get("turns"), trial.get("in_turn_step_ms")
+    if not turns or not step:
+        return ""
+    return (f"; turns {turns[0]}–{turns[1]}, step in a turn {step[0]:.2f}–{step[1]:.2f} ms "
+            f"(fastest ÷ slowest {step[0] / step[1]:.3f})")
 
 
 def render(ctx, state, complete):
@@ -296,7 +312,9 @@ def render(ctx, state, complete):
                      f"{common.fmt(row['jain_min'], '.4f')} | {common.fmt(row['slowest_over_fastest'])}, "
                      f"{common.fmt(row['slowest_over_fastest_min'])} | {verdict} |")
     lines += ["", "Per trial (gshare aggregate / native aggregate, Jain, lowest Jain of a single "
-              "second, slowest / fastest under gshare and natively, step p99 under gshare):", ""]
+              "second, slowest / fastest under gshare and natively, step p99 under gshare; under "
+              "gshare the least and most turns a job had, and the range of the jobs' mean step "
+              "inside their turns, their own speed that equal turn time cannot even out):", ""]
     for row in rows:
         for t in row["trials"]:
             lines.append(f"- {row['label']}, trial {t['trial']}: {common.fmt(t['gshare_aggregate'], '.1f')}"
@@ -307,7 +325,8 @@ def render(ctx, state, complete):
                          f"{common.fmt(t['native_slowest_over_fastest'])}); step p99 "
                          f"{common.fmt(t['step_ms_p99'], '.1f')} ms; native shares "
                          + ("—" if not t["native_shares"] or len(t["native_shares"]) > 8 else
-                            "/".join(f"{100 * s:.1f}" for s in t["native_shares"] if s is not None)))
+                            "/".join(f"{100 * s:.1f}" for s in t["native_shares"] if s is not None))
+                         + turns_text(t))
     lines.append("")
     for row in host_rows:
         met = list(row["met"].values())

@@ -2,6 +2,7 @@
 its metrics. Pure code over the records, so test_parts.py checks it."""
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/, for benchlib
@@ -45,6 +46,11 @@ def train(record, weights=None):
                        for k in range(seconds)]
     per_second_jain = [j for j in per_second_jain if j is not None]
     latencies = [gap for e in ends for gap in stats.intervals_between(e, 0.0, window)]
+    # Under time-slicing each job's steps come in turns: how many turns it
+    # had, and how long its steps took inside them (the host's speed for
+    # that process, which equal turn time cannot even out).
+    turns = [stats.runs(e, 0.0, window) for e in ends]
+    in_turn = [stats.mean([b - a for run in job for a, b in zip(run, run[1:])]) for job in turns]
     return {
         "jobs": names, "weights": weights, "window_s": window, "steps": steps,
         "steps_per_s": rates, "aggregate_steps_per_s": sum(rates),
@@ -58,6 +64,8 @@ def train(record, weights=None):
         "per_second_steps": per_second,
         "per_second_jain_min": min(per_second_jain) if per_second_jain else None,
         "step_ms": stats.distribution(latencies, 1e3),
+        "turns": [len(job) for job in turns],
+        "in_turn_step_ms": [None if m is None else 1e3 * m for m in in_turn],
         "late_start_s_max": max(r.get("late_start_s", 0.0) for r in results),
         "peak_allocated_mib_max": max(r.get("peak_allocated_mib", 0.0) for r in results),
     }
@@ -98,3 +106,27 @@ def train_spans(result):
         return None
     return {"steps": len(spans), "stepping_s": stepping, "steps_per_s": len(spans) / stepping,
             "step_ms": stats.distribution([end - start for start, end in spans], 1e3)}
+
+
+DEBUG_LINE = re.compile(r"gshare: (\d+\.\d+) (.*)")
+
+
+def gshare_work_in_slow_requests(result, log_text, q=0.99, lead_s=0.001):
+    """Which of an inference job's slowest requests (at or above its q
+    quantile of latency) had a line of gshare's debug log (GSHARE_LOG=debug,
+    stamped on the monotonic clock) written while they ran, or in the
+    `lead_s` before: evidence for or against gshare's own work (a question
+    to the framework, to NVML, a handover) as the cause of slow requests.
+    None without the job's start on that clock or without stamped lines."""
+    if not isinstance(result, dict) or result.get("t0_monotonic") is None or not result.get("requests"):
+        return None
+    t0 = result["t0_monotonic"]
+    stamped = [(float(m.group(1)) - t0, m.group(2)) for m in map(DEBUG_LINE.match, log_text.splitlines()) if m]
+    if not stamped:
+        return None
+    requests = result["requests"]
+    bar = stats.percentile([done - issued for _, issued, done in requests], 100 * q)
+    slow = [(issued, done) for _, issued, done in requests if done - issued >= bar]
+    hits = [(issued, text) for issued, done in slow for at, text in stamped if issued - lead_s <= at <= done]
+    return {"slow": len(slow), "with_gshare_line": len({issued for issued, _ in hits}),
+            "lines": [f"{issued:.3f} s: {text}" for issued, text in hits[:10]]}

@@ -37,6 +37,16 @@ def record(jobs, ok=True, **fields):
 
 
 class TrainMetrics(unittest.TestCase):
+    def test_turns_and_the_step_inside_them(self):
+        # job0 steps every 2 ms, job1 every 3 ms, each in 10 turns of 30 ms a second
+        def in_turns(step_s):
+            return {"kind": "train", "step_ends": [round(t + k * step_s, 6) for t in
+                                                   [0.1 * i for i in range(10)] for k in range(1, int(0.03 / step_s) + 1)]}
+        m = metrics.train(record({"job0": in_turns(0.002), "job1": in_turns(0.003)}))
+        self.assertEqual(m["turns"], [10, 10])
+        self.assertAlmostEqual(m["in_turn_step_ms"][0], 2.0, places=3)
+        self.assertAlmostEqual(m["in_turn_step_ms"][1], 3.0, places=3)
+
     def test_equal_jobs(self):
         m = metrics.train(record({"job0": train_result(0.02, 10), "job1": train_result(0.02, 10)}))
         self.assertAlmostEqual(m["jain"], 1.0)
@@ -85,6 +95,20 @@ class TrainMetrics(unittest.TestCase):
         self.assertEqual(m["late_requests"], 1)
         self.assertAlmostEqual(m["from_due_ms"]["max"], 30.1, places=3)
         self.assertIsNone(metrics.infer({"kind": "infer", "requests": []}))
+
+    def test_gshare_work_in_slow_requests(self):
+        # 200 requests of 2 ms, 50 a second; two slow ones (8 ms), at 1.0 s and 3.0 s
+        requests = [(i / 50, i / 50, i / 50 + (0.008 if i in (50, 150) else 0.002)) for i in range(200)]
+        result = {"kind": "infer", "requests": requests, "t0_monotonic": 100.0}
+        log = "\n".join(["# a comment", "gshare: 101.004000 NVML listed the GPU's processes in 400 us",
+                         "gshare: 102.004000 the framework answered with 1 figure(s) in 60 us",
+                         "gshare: an unstamped line"])
+        slow = metrics.gshare_work_in_slow_requests(result, log)
+        self.assertEqual(slow["slow"], 2)
+        self.assertEqual(slow["with_gshare_line"], 1)  # the one at 1.0 s; 2.004 s is a fast request
+        self.assertIn("NVML", slow["lines"][0])
+        self.assertIsNone(metrics.gshare_work_in_slow_requests(result, "gshare: no stamps"))
+        self.assertIsNone(metrics.gshare_work_in_slow_requests({"requests": requests}, log))
 
 
 def fair_records():
