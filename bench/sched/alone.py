@@ -185,15 +185,10 @@ def render(ctx, state, complete):
                      f"{t['gshare_steps_per_s']:.2f} steps/s ({t['ratio']:.4f}); steps {t['steps'][0]}, "
                      f"{t['steps'][1]}")
 
-    def verdict(flag):
-        return "no data" if flag is None else ("yes" if flag else "**no**")
-
     lines += ["", f"- inference p50 and p99 within +{ALONE_RELATIVE:.0%} or +{ALONE_ABSOLUTE_MS * 1e3:.0f} µs "
-                  f"of native: {verdict(met['infer_p50'])}, {verdict(met['infer_p99'])}",
-              f"- training ≥ {TRAIN_TARGET} of native: {verdict(met['train'])}", ""]
-    lines += common.failures_markdown(records)
-    lines.append(f"Raw job outputs and logs: {ctx.raw}/")
-    lines.append("")
+                  f"of native: {common.verdict(met['infer_p50'])}, {common.verdict(met['infer_p99'])}",
+              f"- training ≥ {TRAIN_TARGET} of native: {common.verdict(met['train'])}", ""]
+    lines += common.closing_lines(ctx, records)
     return summary, "\n".join(lines)
 
 

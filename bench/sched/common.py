@@ -688,6 +688,20 @@ def failures_markdown(records):
     return lines
 
 
+def closing_lines(ctx, records, raw="job outputs and logs"):
+    """The end of every part's markdown: what failed or was skipped, and
+    where the raw files are."""
+    return failures_markdown(records) + [f"Raw {raw}: {ctx.raw}/", ""]
+
+
+def verdict(*flags):
+    """A goal's cell: yes when every flag holds, no when one fails, no data
+    when one is unknown (None)."""
+    if any(flag is None for flag in flags):
+        return "no data"
+    return "yes" if all(flags) else "**no**"
+
+
 def load_json(path):
     return json.loads(pathlib.Path(path).read_text())
 

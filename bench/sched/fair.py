@@ -265,10 +265,6 @@ def host_row(config, spec, found, metric):
     }
 
 
-def yes_no(flag):
-    return "no data" if flag is None else ("yes" if flag else "**no**")
-
-
 def turns_text(trial):
     turns, step = trial.get("turns"), trial.get("in_turn_step_ms")
     if not turns or not step:
@@ -305,7 +301,7 @@ def render(ctx, state, complete):
             f"{100 * s:.1f}" if s is not None else "—" for s in row["shares"])
         expected = "/".join(f"{100 * s:.0f}" for s in row["expected_shares"]) if row["shares"] else "—"
         met = list(row["met"].values())
-        verdict = "no data" if None in met else ("yes" if all(met) else "**no**")
+        verdict = common.verdict(*met)
         lines.append(f"| {row['label']} | {common.fmt(row['native_aggregate'], '.1f')} | "
                      f"{common.fmt(row['gshare_aggregate'], '.1f')} | {common.fmt(row['ratio'])} | "
                      f"{shares} % ({expected}) | {common.fmt(row['jain'], '.4f')}, "
@@ -330,7 +326,7 @@ def render(ctx, state, complete):
     lines.append("")
     for row in host_rows:
         met = list(row["met"].values())
-        verdict = "no data" if None in met else ("yes" if all(met) else "**no**")
+        verdict = common.verdict(*met)
         lines += [f"{row['label']} (it works {config.get('host_ms', '?')} ms on the host after each "
                   f"step), under gshare over natively, median and least over trials: the two training "
                   f"jobs' aggregate {common.fmt(row['training_ratio'])}, {common.fmt(row['training_ratio_min'])} "
@@ -341,9 +337,7 @@ def render(ctx, state, complete):
                          f"{common.fmt(t['native_training'], '.1f')} steps/s; host-bound "
                          f"{common.fmt(t['gshare_host'], '.1f')} / {common.fmt(t['native_host'], '.1f')}")
         lines.append("")
-    lines += common.failures_markdown(records)
-    lines.append(f"Raw job outputs and logs: {ctx.raw}/")
-    lines.append("")
+    lines += common.closing_lines(ctx, records)
     return summary, "\n".join(lines)
 
 

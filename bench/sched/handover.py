@@ -197,8 +197,7 @@ def render(ctx, state, complete):
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         pattern = f"sync every {row['sync_every']}" if row["sync_every"] else "no syncs"
-        met = "" if "met" not in row else (
-            "no data" if row["met"] is None else ("yes" if row["met"] else "**no**"))
+        met = "" if "met" not in row else common.verdict(row["met"])
         mode = "native (context)" if row["handover"] == "native" else row["handover"]
         lines.append(f"| {pattern} | {mode} | {common.fmt(row['handovers'], '.0f')} | "
                      f"{common.fmt(row['median_us'], '.1f')} | {common.fmt(row['p90_us'], '.1f')} | "
@@ -207,9 +206,7 @@ def render(ctx, state, complete):
                      f"{common.fmt(row['slice_ms'], '.2f')} | "
                      f"{common.fmt(row['busy_fraction'], '.1%')} | {met} |")
     lines.append("")
-    lines += common.failures_markdown(records)
-    lines.append(f"Raw kernel intervals and logs: {ctx.raw}/")
-    lines.append("")
+    lines += common.closing_lines(ctx, records, raw="kernel intervals and logs")
     return summary, "\n".join(lines)
 
 

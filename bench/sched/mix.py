@@ -486,9 +486,7 @@ def render(ctx, state, complete):
             f"{float(t):g} ms = {v['matmuls']} matmuls ({v['measured_ms']:.2f} ms)"
             for t, v in sorted(calibration.items(), key=lambda kv: float(kv[0]))))
         lines.append("")
-    lines += common.failures_markdown(records)
-    lines.append(f"Raw job outputs and logs: {ctx.raw}/")
-    lines.append("")
+    lines += common.closing_lines(ctx, records)
     return summary, "\n".join(lines)
 
 

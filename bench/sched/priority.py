@@ -196,21 +196,16 @@ def render(ctx, state, complete):
                          + ("" if t.get("train_ratio") is None else
                             f"; training {common.fmt(t.get('train_ratio'), '.2f')}"))
 
-    def verdict(flag):
-        return "no data" if flag is None else ("yes" if flag else "**no**")
-
-    lines += ["", f"- under priority, inference p50 / alone ≤ {LATENCY_TARGET}: {verdict(met['p50_ratio'])}",
-              f"- under priority, inference p99 / alone ≤ {LATENCY_TARGET}: {verdict(met['p99_ratio'])}",
+    lines += ["", f"- under priority, inference p50 / alone ≤ {LATENCY_TARGET}: {common.verdict(met['p50_ratio'])}",
+              f"- under priority, inference p99 / alone ≤ {LATENCY_TARGET}: {common.verdict(met['p99_ratio'])}",
               f"- under priority, training ≥ {TRAIN_KEEPS} × (1 − the inference's GPU share) of alone: "
-              f"{verdict(met['train_ratio'])}",
+              f"{common.verdict(met['train_ratio'])}",
               f"- inference alone under gshare, p50 and p99 within +{ALONE_RELATIVE:.0%} or "
-              f"+{ALONE_ABSOLUTE_MS * 1e3:.0f} µs of native: {verdict(met['alone_p50'])}, "
-              f"{verdict(met['alone_p99'])}",
+              f"+{ALONE_ABSOLUTE_MS * 1e3:.0f} µs of native: {common.verdict(met['alone_p50'])}, "
+              f"{common.verdict(met['alone_p99'])}",
               "- \"p99 from due\" counts from when a request was due (50/s), so it includes "
               "waiting behind a slow earlier request.", ""]
-    lines += common.failures_markdown(records)
-    lines.append(f"Raw job outputs and logs: {ctx.raw}/")
-    lines.append("")
+    lines += common.closing_lines(ctx, records)
     return summary, "\n".join(lines)
 
 

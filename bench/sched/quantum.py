@@ -135,9 +135,7 @@ def render(ctx, state, complete):
             lines.append(f"- ... that also keeps Jain ≥ 0.99: "
                          f"{choice['smallest_within_1pct_and_jain_099_quantum_ms']} ms")
         lines.append("")
-    lines += common.failures_markdown(records)
-    lines.append(f"Raw job outputs and logs: {ctx.raw}/")
-    lines.append("")
+    lines += common.closing_lines(ctx, records)
     return summary, "\n".join(lines)
 
 

@@ -40,8 +40,9 @@ class TrainMetrics(unittest.TestCase):
     def test_turns_and_the_step_inside_them(self):
         # job0 steps every 2 ms, job1 every 3 ms, each in 10 turns of 30 ms a second
         def in_turns(step_s):
-            return {"kind": "train", "step_ends": [round(t + k * step_s, 6) for t in
-                                                   [0.1 * i for i in range(10)] for k in range(1, int(0.03 / step_s) + 1)]}
+            steps_a_turn = int(0.03 / step_s)
+            return {"kind": "train", "step_ends": [round(0.1 * turn + k * step_s, 6) for turn in range(10)
+                                                   for k in range(1, steps_a_turn + 1)]}
         m = metrics.train(record({"job0": in_turns(0.002), "job1": in_turns(0.003)}))
         self.assertEqual(m["turns"], [10, 10])
         self.assertAlmostEqual(m["in_turn_step_ms"][0], 2.0, places=3)
