@@ -55,14 +55,15 @@ def run_one(ctx, experiment, trial, window):
     native_turn, gshare_turn = ("0/2", "1/2") if trial % 2 else ("1/2", "0/2")
     jobs = [("native", job_argv(ctx, experiment, window, native_turn), common.NATIVE_JOB),
             ("gshare", job_argv(ctx, experiment, window, gshare_turn), None)]
-    record = ctx.run_barrier(f"{experiment}-t{trial}", "gshare", jobs, window)
+    name = f"{experiment}-t{trial}"
+    record = ctx.run_barrier(name, "gshare", jobs, window)
     record.update(experiment=experiment, trial=trial, first="native" if trial % 2 else "gshare")
     if not record["ok"]:
         record["metrics"] = None
         return record
     measure = metrics.infer if experiment == "infer" else metrics.train_spans
     record["metrics"] = {copy: measure(record["jobs"].get(copy)) for copy in ("native", "gshare")}
-    log = ctx.raw / f"{experiment}-t{trial}" / "gshare.log"
+    log = ctx.raw / name / "gshare.log"  # the gshare copy's stderr
     if experiment == "infer" and record["metrics"]["gshare"] and log.exists():
         record["metrics"]["gshare"]["slow_requests"] = metrics.gshare_work_in_slow_requests(
             record["jobs"].get("gshare"), log.read_text(errors="replace"))
