@@ -187,8 +187,8 @@ def summarize(records):
                 "native_shares": native["shares"] if native else None,
                 "native_jain": native["jain"] if native else None,
                 "step_ms_p99": gshare["step_ms"]["p99"],
-                "turns": spread_of(gshare.get("turns")),
-                "in_turn_step_ms": spread_of(gshare.get("in_turn_step_ms")),
+                "turns": stats.spread(gshare.get("turns") or []),
+                "in_turn_step_ms": stats.spread(gshare.get("in_turn_step_ms") or []),
             })
         jain = stats.median([t["jain"] for t in per_trial])
         ratio = stats.median([t["ratio"] for t in per_trial])
@@ -228,12 +228,6 @@ def summarize(records):
     return rows, alone_row
 
 
-def spread_of(values):
-    """[least, greatest] of the jobs' values, or None."""
-    values = [v for v in values or [] if v is not None]
-    return [min(values), max(values)] if values else None
-
-
 def host_row(config, spec, found, metric):
     """`host`'s row: the training jobs' aggregate and the host-bound job's
     rate (the last job), each under gshare over natively, per trial."""
@@ -267,7 +261,7 @@ def host_row(config, spec, found, metric):
 
 def turns_text(trial):
     turns, step = trial.get("turns"), trial.get("in_turn_step_ms")
-    if not turns or not step:
+    if not turns or not step or None in (turns[0], step[0]):
         return ""
     return (f"; turns {turns[0]}–{turns[1]}, step in a turn {step[0]:.2f}–{step[1]:.2f} ms "
             f"(fastest ÷ slowest {step[0] / step[1]:.3f})")
