@@ -140,6 +140,20 @@ inline constexpr uint64_t kMinSleepNs = 200'000;  // a waiter's shortest sleep
 // waiting job until it launches again (scheduler/token.h, loans). Longer
 // than the host gaps between one step's launches; short beside a turn.
 inline constexpr uint64_t kLendAfterNs = 2'000'000;
+// Shared turns (scheduler/token.h): a job becomes host-bound once its
+// threads waited for the GPU (host syncs, copies that wait for kernels)
+// less than kHostBoundShare of the time it ran (not waiting for the token)
+// in kHostBoundStreak judgements in a row, each over at least
+// kHostBoundJudgeNs of running time and kHostBoundMinWaits waits, and stops
+// being so above kHostBoundLeaveShare. Measured on an H200: host-bound
+// PyTorch jobs (2 ms MLP steps) waited 1% to 3% in turns of their own;
+// PyTorch training jobs of 3 ms steps that keep the GPU busy 9% to 62%
+// (rules/host_bound.h).
+inline constexpr double kHostBoundShare = 0.1;
+inline constexpr uint32_t kHostBoundStreak = 4;
+inline constexpr double kHostBoundLeaveShare = 0.5;
+inline constexpr uint64_t kHostBoundJudgeNs = 50'000'000;
+inline constexpr uint64_t kHostBoundMinWaits = 10;
 // srtf's estimate of the GPU time a job still needs. A job that gave its
 // iteration count but has not run long enough for its iteration time to be
 // measured counts as shortest for its first kProbeNs of GPU time: it gets a

@@ -14,6 +14,7 @@
 #include "base/tunables.h"
 #include "scheduler/iterations.h"
 #include "scheduler/token.h"
+#include "runtime/host_bound.h"
 #include "runtime/switch_cost.h"
 #include "shm/region.h"
 
@@ -105,6 +106,7 @@ uint64_t reallocation_after_switch_ns() {
 // Ends the holder's slice, and the measure of its turn's switch cost
 // (runtime/switch_cost.h).
 void hand_over(shm::Arbiter& arbiter, shm::Slot* slot) {
+  uncount_current_wait();
   end_turn_cost(slot, reallocation_after_switch_ns());
   end_slice(arbiter, allocator::drain_current_context);
 }
@@ -173,6 +175,7 @@ void forget_launch_state_after_fork() {
   g_launch_detours.store(0);
   iterations::forget_after_fork();
   forget_switch_cost_after_fork();
+  forget_token_waits_after_fork();
 }
 
 LaunchTicket before_launch_slow(CUstream stream, const void* function) {
@@ -213,6 +216,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
       // switch's cost ends here (scheduler/token.h). Then the gate is read
       // again: the token may have moved while we took the lock.
       begin_switch_cost(slot, note_first_launch(arbiter, mono_now_ns()));
+      note_switched_in();
     } else {
       break;
     }
@@ -239,6 +243,7 @@ void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult res
 // waiter whose turn comes while the holder is inside it can take the token
 // at once under overlap (scheduler/token.cpp).
 GpuWaitScope::GpuWaitScope() {
+  begin_gpu_wait();
   allocator::for_each_attached_device([](allocator::Device& device) {
     if (shm::Slot* slot = device.account.slot()) slot->gpu_waits.fetch_add(1, std::memory_order_relaxed);
   });
@@ -248,9 +253,11 @@ GpuWaitScope::~GpuWaitScope() {
   allocator::for_each_attached_device([](allocator::Device& device) {
     if (shm::Slot* slot = device.account.slot()) slot->gpu_waits.fetch_sub(1, std::memory_order_relaxed);
   });
+  end_gpu_wait();
 }
 
 bool before_host_sync() {
+  begin_gpu_wait();
   bool boundary = iterations::sync_would_end_iteration(allocator::process_launches());
   allocator::for_each_attached_device([&](allocator::Device& device) {
     shm::Slot* slot = device.account.slot();
@@ -268,6 +275,7 @@ bool before_host_sync() {
 }
 
 void after_host_sync(bool ends_iteration) {
+  end_gpu_wait();
   uint64_t launches = allocator::process_launches();
   uint64_t bytes = 0;
   allocator::for_each_attached_device([&](allocator::Device& device) {
@@ -377,6 +385,7 @@ void scheduler_tick() {
     slot->iteration_launches.store(estimate.launches_per_iteration, std::memory_order_relaxed);
     if (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen)
       account_token_time(device.account.arbiter(), held_idle(device, *slot));
+    judge_host_bound(device.ordinal, *slot);
   });
 }
 

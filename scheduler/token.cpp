@@ -1,7 +1,10 @@
 #include "scheduler/token.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
+#include <new>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -507,11 +510,9 @@ void cap_unopposed_lead_locked(const Arbiter& arbiter, int k, int slot, uint64_t
   if (*vtime > cap) *vtime = std::max(before, cap);
 }
 
-// Charges the holder of token `k` for its token time up to `now`, and
-// raises the vtime floor.
-void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
-  int slot = holder_slot_locked(arbiter, k);
-  if (slot < 0) return;
+// Charges the job of `slot`, which holds token `k` or runs beside its
+// holder, for its token time up to `now`, and raises the vtime floor.
+void charge_locked(Arbiter& arbiter, int k, int slot, JobTable* table, uint64_t now) {
   Slot& s = arbiter.region()->slots[slot];
   if (now <= s.accounted_mono_ns) return;
   // Granted while its memory was out, it waits for room and copies: no
@@ -538,6 +539,162 @@ void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
     }
   }
   raise_vtime_floor_locked(arbiter, k, table);
+}
+
+// Charges the holder of token `k` for its token time up to `now`.
+void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
+  const int slot = holder_slot_locked(arbiter, k);
+  if (slot >= 0) charge_locked(arbiter, k, slot, table, now);
+}
+
+// --- Shared turns (token.h) ---
+
+// Whether any job runs beside the holder of token `k`.
+bool any_beside_locked(const Region& r, int k) {
+  for (uint32_t i = 0; i < kMaxSlots; ++i)
+    if (r.slots[i].beside && r.slots[i].state == shm::kSlotLive && token_index(r, int(i)) == k) return true;
+  return false;
+}
+
+// How many live jobs each lane holds.
+void count_lane_members(const Region& r, uint32_t* members) {
+  for (uint32_t l = 0; l < shm::kMaxLanes; ++l) members[l] = 0;
+  for (const Slot& s : r.slots)
+    if (s.state == shm::kSlotLive && s.lane < shm::kMaxLanes) ++members[s.lane];
+}
+
+// Whether the job of `slot` may share a turn of token `k` with others:
+// under fair, with GSHARE_SHARED_TURNS on, host-bound (its syncs wait for
+// the GPU little: runtime/host_bound.h), handing over under overlap, its
+// memory on the GPU and admitted, paging not active, and alone in its lane
+// (lane-mates take turns with one ephemeral space: beside each other one
+// would only wait for the other's). `members`: count_lane_members.
+bool shares_turn_locked(const Region& r, int k, int slot, bool paging_active, const uint32_t* members) {
+  const Slot& s = r.slots[slot];
+  if (k != 0 || paging_active || region_policy(r.header) != Policy::kFair) return false;
+  if (!s.shares_turns || s.host_bound.load(std::memory_order_relaxed) == 0) return false;
+  if (s.handover_mode != shm::kHandoverOverlap || s.residency != shm::kResident || s.admission != shm::kAdmitted)
+    return false;
+  return s.lane >= shm::kMaxLanes || members[s.lane] <= 1;
+}
+
+// Whether turns of token `k` may be shared at all: not while a host-bound
+// job that asks to share shares its lane (more jobs than lanes). Identical
+// jobs some of which share turns while others take theirs alone are not
+// treated alike: among 64 host-bound PyTorch jobs on an H200, 49 in one
+// lane, the 15 with lanes of their own shared turns, and the slowest job
+// made 0.52 of the fastest's steps.
+bool turns_shareable_locked(const Region& r, int k, const uint32_t* members) {
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (s.state != shm::kSlotLive || !s.shares_turns || !s.host_bound.load(std::memory_order_relaxed)) continue;
+    if (token_index(r, int(i)) == k && s.lane < shm::kMaxLanes && members[s.lane] > 1) return false;
+  }
+  return true;
+}
+
+// The job of `slot` runs beside the holder from `now`: its gate opens, and
+// it is charged for its token time as the holder is.
+void begin_beside_locked(Region& r, int slot, uint64_t now) {
+  Slot& s = r.slots[slot];
+  if (s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns) s.wait_ns += now - s.wait_since_mono_ns;
+  s.wait_since_mono_ns = 0;
+  s.job_state = shm::kJobRunning;
+  s.accounted_mono_ns = now;
+  s.beside = 1;
+  s.switched_in_mono_ns = 0;  // no switch of the token: nothing to measure
+  s.gate.store(shm::kGateOpen, std::memory_order_release);
+  shm::wake_waiters_with(r.header, shm::waiter_bit(slot));
+}
+
+// The job of `slot` stops running beside the holder: charged up to `now`,
+// its gate closed mid-step if it must be (its memory is its own lane's), it
+// becomes `after`.
+void end_beside_locked(Arbiter& arbiter, int k, int slot, shm::JobState after, uint64_t now) {
+  Slot& s = arbiter.region()->slots[slot];
+  charge_locked(arbiter, k, slot, nullptr, now);
+  s.beside = 0;
+  s.gate.store(shm::kGateClosed, std::memory_order_release);
+  s.job_state = after;
+  s.wait_since_mono_ns = after == shm::kJobWaiting ? now : 0;
+}
+
+// Ends every run beside the holder of token `k` that no longer holds: the
+// holder does not share its turn (the token went to a job that keeps the
+// GPU busy), or the job itself no longer may. A job granted the token is
+// no longer beside anyone. With no holder, jobs beside stay.
+void settle_beside_locked(Arbiter& arbiter, int k, uint64_t now) {
+  Region& r = *arbiter.region();
+  if (!any_beside_locked(r, k)) return;  // the usual case: nothing to settle
+  uint32_t members[shm::kMaxLanes];
+  count_lane_members(r, members);
+  const bool paging_active = page_in_rate(r) != 0;
+  const int holder = holder_slot_locked(arbiter, k);
+  const bool shared = turns_shareable_locked(r, k, members) &&
+                      (holder < 0 || shares_turn_locked(r, k, holder, paging_active, members));
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    Slot& s = r.slots[i];
+    if (!s.beside) continue;
+    if (s.state != shm::kSlotLive || int(i) == holder) {
+      s.beside = 0;
+      continue;
+    }
+    if (token_index(r, int(i)) != k) continue;
+    if (!shared || !shares_turn_locked(r, k, int(i), paging_active, members))
+      end_beside_locked(arbiter, k, int(i), shm::kJobWaiting, now);
+  }
+}
+
+// Wakes the waiters of token `k` that could run beside its holder, which
+// shares its turn: each joins it at its own decision (join_turn_locked).
+void wake_sharers_locked(Region& r, int k) {
+  uint32_t members[shm::kMaxLanes];
+  count_lane_members(r, members);
+  if (page_in_rate(r) != 0 || !turns_shareable_locked(r, k, members)) return;
+  uint32_t bits = 0;
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (s.state != shm::kSlotLive || s.beside || s.token_waits.load(std::memory_order_relaxed) == 0) continue;
+    if (token_index(r, int(i)) == k && shares_turn_locked(r, k, int(i), false, members)) bits |= shm::waiter_bit(int(i));
+  }
+  if (bits) shm::wake_waiters_with(r.header, bits);
+}
+
+// The asker (this process's job) joins the turn of token `k`'s holder, if
+// both share turns: it runs beside the holder from now. Returns whether it
+// did.
+bool join_turn_locked(Arbiter& arbiter, int k, uint64_t now) {
+  Region& r = *arbiter.region();
+  const int own = arbiter.own_slot();
+  const Slot& me = r.slots[own];
+  if (!me.shares_turns || me.beside || (me.gate.load(std::memory_order_relaxed) & shm::kGateOpen)) return false;
+  const int holder = holder_slot_locked(arbiter, k);
+  if (holder < 0 || holder == own || !(r.slots[holder].gate.load(std::memory_order_relaxed) & shm::kGateOpen))
+    return false;
+  uint32_t members[shm::kMaxLanes];
+  count_lane_members(r, members);
+  const bool paging_active = page_in_rate(r) != 0;
+  if (!turns_shareable_locked(r, k, members) || !shares_turn_locked(r, k, holder, paging_active, members) ||
+      !shares_turn_locked(r, k, own, paging_active, members))
+    return false;
+  begin_beside_locked(r, own, now);
+  GSHARE_DEBUG("token %d: runs beside pid %d in its turn", k, int(r.slots[holder].pid));
+  return true;
+}
+
+// The holder of token `k` handed over at its slice's end to a job that
+// shares its turn, as it does itself: it goes on beside the new holder
+// rather than wait to join it at its next launch.
+void stay_beside_locked(Arbiter& arbiter, int k, int old, uint64_t now) {
+  Region& r = *arbiter.region();
+  const int holder = holder_slot_locked(arbiter, k);
+  if (old < 0 || holder < 0 || holder == old || !r.slots[old].shares_turns) return;
+  uint32_t members[shm::kMaxLanes];
+  count_lane_members(r, members);
+  const bool paging_active = page_in_rate(r) != 0;
+  if (turns_shareable_locked(r, k, members) && shares_turn_locked(r, k, holder, paging_active, members) &&
+      shares_turn_locked(r, k, old, paging_active, members))
+    begin_beside_locked(r, old, now);
 }
 
 // A turn is as long as the holder's switch cost says now (`turn`), not
@@ -604,6 +761,11 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   }
   Job& job = t.jobs[index];
   Slot& s = r.slots[job.id];
+  if (s.beside) {
+    // It ran beside the holder until now: charged for that first.
+    charge_locked(arbiter, k, job.id, &t, now);
+    s.beside = 0;
+  }
   if (s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns) s.wait_ns += now - s.wait_since_mono_ns;
   s.wait_since_mono_ns = 0;
   s.job_state = shm::kJobRunning;
@@ -637,6 +799,10 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   }
   s.gate.store(open_gate_for(policy, t, job, s), std::memory_order_release);
   wake_for_grant_locked(r, k, job.id);
+  // Jobs beside the last holder go on only beside one that shares its turn
+  // too; those waiting that could share it join it.
+  settle_beside_locked(arbiter, k, now);
+  if (s.host_bound.load(std::memory_order_relaxed) && s.shares_turns) wake_sharers_locked(r, k);
 }
 
 // Whom a waiter found idle: the holder it watched, as of which grant. The
@@ -696,11 +862,15 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
   gather_locked(arbiter, k, t);
   account_locked(arbiter, k, &t, now);
   if (take_back_locked(arbiter, k, t, now)) return;
+  settle_beside_locked(arbiter, k, now);
+  if (join_turn_locked(arbiter, k, now)) return;
   int holder = holder_slot_locked(arbiter, k);
   if (holder >= 0 && t.index(holder) < 0) holder = -1;  // dead, or moved to another lane
   bool holder_idle = holder >= 0 && holder == idle.slot && r.slots[holder].granted == idle.granted;
   if (holder_idle && idle.on_host) {
-    lend_locked(arbiter, k, t, holder, now);
+    // A turn shared by several jobs is not lent: the others fill the
+    // holder's host work, and a loan would end their runs beside it.
+    if (!any_beside_locked(r, k)) lend_locked(arbiter, k, t, holder, now);
     return;
   }
   if (holder_idle) {
@@ -742,6 +912,7 @@ void decide_locked(Arbiter& arbiter, int k, uint64_t now, IdleVerdict idle) {
                        s.handover_mode == shm::kHandoverOverlap;
     if (best != current && !for_copy && at_boundary && !arbiter.holds_unsettled_memory(holder)) {
       grant_locked(arbiter, k, t, best, shm::kJobWaiting, now);
+      stay_beside_locked(arbiter, k, holder, now);
       return;
     }
     if (for_copy) {
@@ -993,6 +1164,7 @@ JobSettings job_settings(const Options& o) {
   s.weight = o.weight;
   s.priority = o.priority;
   s.strict_handover = o.strict_handover;
+  s.shared_turns = o.shared_turns;
   s.host_limit_bytes = shm::host_limit_or_default(o.host_mem_limit_bytes);
   return s;
 }
@@ -1007,6 +1179,7 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
     s.weight = settings.weight;
     s.priority = settings.priority;
     s.handover_mode = settings.strict_handover ? shm::kHandoverStrict : shm::kHandoverOverlap;
+    s.shares_turns = settings.shared_turns ? 1 : 0;
     s.quantum_ns = settings.quantum_ns;
     s.quantum_adapts = settings.quantum_adapts ? 1 : 0;
     s.idle_ns = settings.idle_ns;
@@ -1033,11 +1206,43 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
 namespace {
 thread_local uint64_t t_token_wait_ns = 0;
 
+// All threads' waits for the token: those over, and those under way (how
+// many, and the sum of their starts), under one process-local lock, so that
+// a reader sees both at once.
+struct ProcessTokenWaits {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  uint64_t over_ns = 0;
+  uint64_t waiting = 0;
+  uint64_t began_sum_ns = 0;
+
+  void begin(uint64_t at) {
+    pthread_mutex_lock(&mutex);
+    waiting++;
+    began_sum_ns += at;
+    pthread_mutex_unlock(&mutex);
+  }
+  void end(uint64_t began, uint64_t at) {
+    pthread_mutex_lock(&mutex);
+    waiting--;
+    began_sum_ns -= began;
+    over_ns += at - began;
+    pthread_mutex_unlock(&mutex);
+  }
+  uint64_t total(uint64_t at) {
+    pthread_mutex_lock(&mutex);
+    const uint64_t ongoing = waiting * at > began_sum_ns ? waiting * at - began_sum_ns : 0;
+    const uint64_t all = over_ns + ongoing;
+    pthread_mutex_unlock(&mutex);
+    return all;
+  }
+};
+ProcessTokenWaits g_token_waits;
+
 // Adds a wait's time to the thread's total however the wait returns, and
 // marks the thread in its slot as inside the wait (Slot::token_waits) from
 // `count` on (wait_for_token says when).
 struct CountTokenWait {
-  explicit CountTokenWait(Slot& slot) : slot(slot) {}
+  explicit CountTokenWait(Slot& slot) : slot(slot) { g_token_waits.begin(began); }
   void count() {
     if (counted) return;
     slot.token_waits.fetch_add(1, std::memory_order_relaxed);
@@ -1045,7 +1250,9 @@ struct CountTokenWait {
   }
   ~CountTokenWait() {
     if (counted) slot.token_waits.fetch_sub(1, std::memory_order_relaxed);
-    t_token_wait_ns += mono_now_ns() - began;
+    const uint64_t now = mono_now_ns();
+    t_token_wait_ns += now - began;
+    g_token_waits.end(began, now);
   }
   Slot& slot;
   uint64_t began = mono_now_ns();
@@ -1054,6 +1261,14 @@ struct CountTokenWait {
 }  // namespace
 
 uint64_t token_wait_ns_of_thread() { return t_token_wait_ns; }
+
+uint64_t token_wait_ns_of_process(uint64_t now) { return g_token_waits.total(now); }
+
+void forget_token_waits_after_fork() {
+  // The child has one thread, in no wait; the lock may have been held by
+  // a thread that did not come along.
+  new (&g_token_waits) ProcessTokenWaits();
+}
 
 bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline_ns) {
   Region& r = *arbiter.region();
@@ -1106,7 +1321,11 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
         on_host = watch.on_host(h_slot, now, unsettled, &lend_left);
         idle_left = std::min(idle_left, lend_left);
       }
-      decide = decide || idle || on_host || slice_end_unasked(token, r.slots[holder], now);
+      // A host-bound job may join a host-bound holder's turn (shared turns).
+      const bool could_join = me.shares_turns && h_slot.shares_turns &&
+                              me.host_bound.load(std::memory_order_relaxed) &&
+                              h_slot.host_bound.load(std::memory_order_relaxed);
+      decide = decide || idle || on_host || could_join || slice_end_unasked(token, r.slots[holder], now);
     }
     if (decide) {
       arbiter.update([&] {
@@ -1188,6 +1407,7 @@ void end_slice(Arbiter& arbiter, void (*drain)()) {
       return;
     }
     grant_locked(arbiter, k, t, next, shm::kJobWaiting, now);
+    stay_beside_locked(arbiter, k, own, now);
   };
   arbiter.update([&] { hand_over(false); });
   if (!must_drain) return;
@@ -1296,6 +1516,10 @@ void step_aside(Arbiter& arbiter, bool still_waiting) {
     int k = token_index(r, own);
     Slot& me = r.slots[own];
     uint64_t now = mono_now_ns();
+    if (me.beside) {
+      end_beside_locked(arbiter, k, own, still_waiting ? shm::kJobWaiting : shm::kJobIdle, now);
+      return;
+    }
     if (holder_slot_locked(arbiter, k) != own) {
       if (still_waiting) mark_waiting_locked(arbiter, now);
       else if (me.job_state == shm::kJobWaiting) me.job_state = shm::kJobIdle;
@@ -1339,15 +1563,16 @@ void note_handover_began(Arbiter& arbiter, uint64_t now) {
 
 void account_token_time(Arbiter& arbiter, bool idle) {
   arbiter.update([&] {
-    int k = token_index(*arbiter.region(), arbiter.own_slot());
-    if (holder_slot_locked(arbiter, k) != arbiter.own_slot()) return;
+    const int own = arbiter.own_slot();
+    int k = token_index(*arbiter.region(), own);
+    Slot& me = arbiter.region()->slots[own];
+    if (!me.beside && holder_slot_locked(arbiter, k) != own) return;
     const uint64_t now = mono_now_ns();
     if (idle) {
-      Slot& me = arbiter.region()->slots[arbiter.own_slot()];
       if (now > me.accounted_mono_ns) me.accounted_mono_ns = now;
       return;
     }
-    account_locked(arbiter, k, nullptr, now);
+    charge_locked(arbiter, k, own, nullptr, now);
   });
 }
 
@@ -1399,7 +1624,9 @@ bool holds_token(const Arbiter& arbiter) {
   const Region& r = *arbiter.region();
   int own = arbiter.own_slot();
   const shm::Token& token = r.header.tokens[token_index(r, own)];
-  return token.holder == uint32_t(own) + 1 && token.holder_generation == r.slots[own].generation;
+  if (token.holder == uint32_t(own) + 1 && token.holder_generation == r.slots[own].generation) return true;
+  const Slot& me = r.slots[own];
+  return __atomic_load_n(&me.beside, __ATOMIC_RELAXED) && (me.gate.load(std::memory_order_relaxed) & shm::kGateOpen);
 }
 
 const shm::Token& own_token(const Arbiter& arbiter) {

@@ -29,6 +29,19 @@
 //            there note_first_launch records the cost and clears the bit.
 //            A grant to the holder again is no switch; a switch whose job
 //            loses the token before it launches records nothing.
+//   beside   with GSHARE_SHARED_TURNS=on under fair, a job whose host work
+//            leaves the GPU mostly idle (host-bound: its waits for the GPU
+//            are a small share of the time it runs, runtime/host_bound.h)
+//            shares the turn of a holder
+//            that is host-bound too: its gate opens while the holder holds
+//            the token, and it is charged for that time as the holder is.
+//            Exclusive turns would leave the GPU idle through such jobs'
+//            host work, and let only one of them run its host code at a
+//            time. A grant to a job that is not host-bound closes the gates
+//            of the jobs beside (mid-step: their memory is their own lane's),
+//            so a job that keeps the GPU busy still has its turns alone.
+//            Only while every host-bound job has a lane of its own; never
+//            under another policy, paging or strict handovers.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +67,7 @@ struct JobSettings {
   uint32_t weight = 0;
   int32_t priority = 0;
   bool strict_handover = false;
+  bool shared_turns = false;  // GSHARE_SHARED_TURNS
   // GSHARE_HOST_MEM_LIMIT, resolved: whether a swap could bring a paged-out
   // job back (one that none could is passed over while resident jobs ask).
   uint64_t host_limit_bytes = 0;
@@ -77,6 +91,14 @@ bool wait_for_token(shm::Arbiter& arbiter, void (*while_waiting)() = nullptr,
 // memory call's time, less what it waited for its turn inside, is what it
 // cost (runtime/switch_cost.h).
 uint64_t token_wait_ns_of_thread();
+
+// The same for all of the process's threads together up to `now`
+// (monotonic), waits under way included: the time the job did not run
+// (runtime/host_bound.h).
+uint64_t token_wait_ns_of_process(uint64_t now);
+
+// In a forked child: no thread of it waits for the token.
+void forget_token_waits_after_fork();
 
 // Whether the holder's slice has run GSHARE_SLICE_MAX_MS past its end:
 // then it ends at the holder's next launch or sync, mid-iteration or not.
@@ -135,8 +157,8 @@ int next_in_line(shm::Arbiter& arbiter);
 // A racy read, without the lock.
 bool holder_pages_in(const shm::Arbiter& arbiter);
 
-// Whether this job holds its token now (a racy read: for decisions the
-// owner alone makes about itself).
+// Whether this job holds its token now, or runs beside its holder (a racy
+// read: for decisions the owner alone makes about itself).
 bool holds_token(const shm::Arbiter& arbiter);
 
 // The token this job launches under.

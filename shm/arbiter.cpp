@@ -115,6 +115,12 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.host_release_bytes = 0;
     s.page_in_wait_ns = 0;
     s.prefetch_copying = 0;
+    // Shared turns: a job starts with turns of its own until its syncs say
+    // otherwise, and beside nobody.
+    s.shares_turns = 0;
+    s.host_bound.store(0, std::memory_order_relaxed);
+    s.beside = 0;
+    s.gpu_wait_permille.store(0, std::memory_order_relaxed);
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);

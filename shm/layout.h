@@ -254,6 +254,18 @@ struct alignas(64) Slot {
   uint64_t idle_slice_start_mono_ns;
   uint64_t idle_slice_end_mono_ns;
   uint64_t idle_at_handovers;
+  // Shared turns (scheduler/token.h). Written at join: 1 when
+  // GSHARE_SHARED_TURNS is on. Owner, no lock: 1 while the job's syncs say
+  // its host work leaves the GPU mostly idle (runtime/host_bound.h).
+  // Written under the lock: 1 while it runs beside the holder of its
+  // token, its gate open, in the holder's turn. 0 from a library that
+  // predates them: never shared.
+  uint32_t shares_turns;
+  std::atomic<uint32_t> host_bound;
+  uint32_t beside;
+  // Owner, no lock: the share of the time it ran that it waited for the
+  // GPU, in thousandths, at its latest judgement (gshare-top).
+  std::atomic<uint32_t> gpu_wait_permille;
 };
 static_assert(sizeof(Slot) == 768, "Slot layout changed: bump kLayoutVersion");
 

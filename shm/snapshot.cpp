@@ -164,13 +164,16 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
   // the slot, who is gone: nobody valid holds the token then.
   for (const Token& token : h.tokens)
     if (token.holder == index + 1 && token.holder_generation == s.generation) p->holds_token = true;
+  p->beside = s.beside != 0;
+  p->host_bound = s.host_bound.load(std::memory_order_relaxed) != 0;
+  p->gpu_wait_share = std::min(1.0, s.gpu_wait_permille.load(std::memory_order_relaxed) / 1000.0);
   p->weight = s.weight;
   p->priority = s.priority;
   p->handover_mode = handover_mode_name(s.handover_mode);
   p->expected_ns = s.expected_ns;
   p->expected_iters = s.expected_iters;
   // The holder's time since accounted_mono_ns is in no counter yet.
-  uint64_t unaccounted_ns = p->holds_token ? elapsed_since(s.accounted_mono_ns, now_mono_ns) : 0;
+  uint64_t unaccounted_ns = p->holds_token || p->beside ? elapsed_since(s.accounted_mono_ns, now_mono_ns) : 0;
   p->served_ns = s.served_ns + unaccounted_ns;
   p->vtime_ns = s.vtime_ns;
   p->granted = s.granted;

@@ -39,6 +39,9 @@ struct ProcessSnapshot {
   // --- scheduling (rules/policy.h has the vocabulary) ---
   JobState job_state = kJobIdle;   // a corrupt value reads as idle
   bool holds_token = false;        // the GPU's holder is this slot, in this generation
+  bool beside = false;             // runs beside the holder, in its turn (shared turns)
+  bool host_bound = false;         // its waits for the GPU are a small share of the time it runs
+  double gpu_wait_share = 0;       // that share at its latest judgement, 0..1
   uint32_t weight = 0;             // GSHARE_WEIGHT
   int32_t priority = 0;            // GSHARE_PRIORITY
   std::string handover_mode;       // "overlap", "strict" or "unknown"

@@ -63,6 +63,11 @@
 //                                       during the sample (top_sample.h, ProcessState)
 //          "job_state": "running"|"waiting"|"idle",  as the scheduler wrote it
 //          "holds_token": B,            holds a launch token now (pack: its lane's)
+//          "beside": B,                 runs beside the holder, in its turn (shared turns)
+//          "host_bound": B,             its waits for the GPU stayed under a tenth of the
+//                                       time it runs: it may share turns (fair,
+//                                       GSHARE_SHARED_TURNS=on)
+//          "gpu_wait_share": X,         0..1: that share at its latest judgement
 //          "gpu_share_10s": X,          0..1: share of the last 10 s it held the token
 //                                       (of its lifetime, at least 1 s, if younger)
 //          "served_ms": X,              total time it held the token

@@ -16,7 +16,9 @@ std::string context(const ProcessView& r) { return format_bytes(r.process.contex
 std::string allocations(const ProcessView& r) { return std::to_string(r.process.allocation_count); }
 std::string launch_rate(const ProcessView& r) { return format_rate(r.launches_per_second); }
 std::string state(const ProcessView& r) { return state_name(r.state); }
-std::string token(const ProcessView& r) { return r.process.holds_token ? "*" : ""; }
+std::string token(const ProcessView& r) {
+  return r.process.holds_token ? "*" : r.process.beside ? "+" : "";
+}
 std::string gpu_share(const ProcessView& r) { return format_percent(r.process.share_10s); }
 std::string iterations(const ProcessView& r) { return std::to_string(r.process.iterations); }
 std::string waiting(const ProcessView& r) { return format_duration(r.process.waiting_ns); }
@@ -131,7 +133,7 @@ const Column kColumns[] = {
     {"STATE",
      "running (holds the token or launched lately), waiting (for it) or idle",
      7, Align::kLeft, state, 0},
-    {"TOKEN", "* on a process that holds a launch token (its lane's under pack)", 5,
+    {"TOKEN", "* on a process that holds a launch token (its lane's under pack), + on one that runs beside the holder in its turn (shared turns)", 5,
      Align::kLeft, token, 0},
     {"GPU%", "share of the last 10 s it held the token (of its life if younger)", 5,
      Align::kRight, gpu_share, 0},

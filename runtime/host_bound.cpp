@@ -1,0 +1,80 @@
+#include "runtime/host_bound.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "allocator/devices.h"
+#include "base/clock.h"
+#include "rules/host_bound.h"
+#include "scheduler/token.h"
+
+namespace gshare::runtime {
+
+namespace {
+// The process's waits for the GPU, all threads: their time and number.
+std::atomic<uint64_t> g_wait_ns{0};
+std::atomic<uint64_t> g_waits{0};
+std::atomic<bool> g_skip_next_wait{false};
+thread_local int t_depth = 0;
+thread_local uint64_t t_began = 0;  // 0: this wait is not counted
+
+// What the last judgement on each GPU started from: when, the process's
+// waits for the token by then, and its waits for the GPU.
+struct Window {
+  const shm::Slot* slot = nullptr;  // another slot (a new attach): nothing yet
+  uint64_t at_ns = 0, token_wait_ns = 0, wait_ns = 0, waits = 0;
+  rules::HostBoundState state;  // the verdict so far
+};
+Window g_windows[allocator::kMaxDevices];
+}  // namespace
+
+void begin_gpu_wait() {
+  if (t_depth++ != 0) return;
+  t_began = g_skip_next_wait.load(std::memory_order_relaxed) && g_skip_next_wait.exchange(false) ? 0 : mono_now_ns();
+}
+
+void end_gpu_wait() {
+  if (t_depth <= 0 || --t_depth != 0 || t_began == 0) return;
+  g_wait_ns.fetch_add(mono_now_ns() - t_began, std::memory_order_relaxed);
+  g_waits.fetch_add(1, std::memory_order_relaxed);
+}
+
+void note_switched_in() { g_skip_next_wait.store(true, std::memory_order_relaxed); }
+
+void uncount_current_wait() {
+  if (t_depth > 0) t_began = 0;
+}
+
+void judge_host_bound(int ordinal, shm::Slot& slot) {
+  const bool was = slot.host_bound.load(std::memory_order_relaxed) != 0;
+  if (ordinal < 0 || ordinal >= allocator::kMaxDevices) return;
+  Window& w = g_windows[ordinal];
+  const uint64_t at = mono_now_ns();
+  Window now{&slot, at, scheduler::token_wait_ns_of_process(at), g_wait_ns.load(std::memory_order_relaxed),
+             g_waits.load(std::memory_order_relaxed), w.state};
+  if (w.slot != &slot) {
+    now.state = {};
+    w = now;
+    return;
+  }
+  // Beside others its waits are theirs too: their kernels and the GPU's
+  // switches between their contexts lengthen them (on an H200, 16 jobs
+  // that waited 1% in turns of their own waited 25% to 54% beside one
+  // another, and left their shared turns one after the other). It is
+  // judged again in turns of its own.
+  if (__atomic_load_n(&slot.beside, __ATOMIC_RELAXED)) {
+    w = now;
+    return;
+  }
+  // Its running time: the window less what it waited for the token.
+  const uint64_t elapsed = now.at_ns - w.at_ns;
+  const uint64_t token_waits = now.token_wait_ns > w.token_wait_ns ? now.token_wait_ns - w.token_wait_ns : 0;
+  const uint64_t ran = elapsed > token_waits ? elapsed - token_waits : 0;
+  const uint64_t gpu_waits = now.wait_ns - w.wait_ns;
+  if (!rules::judge_host_bound(&now.state, ran, gpu_waits, now.waits - w.waits)) return;
+  w = now;
+  slot.gpu_wait_permille.store(uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / ran)), std::memory_order_relaxed);
+  if (now.state.host_bound != was) slot.host_bound.store(now.state.host_bound ? 1 : 0, std::memory_order_relaxed);
+}
+
+}  // namespace gshare::runtime

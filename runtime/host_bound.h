@@ -1,0 +1,35 @@
+// Measures whether this job is host-bound (rules/host_bound.h) and
+// publishes it in its slots (Slot::host_bound), for shared turns
+// (scheduler/token.h).
+#pragma once
+
+#include "shm/layout.h"
+
+namespace gshare::runtime {
+
+// Around every wait of a thread for the GPU's queued work (a host sync, a
+// copy into pageable memory): the wait is timed, two clock reads. Nested
+// waits count once.
+void begin_gpu_wait();
+void end_gpu_wait();
+
+// A switch made this job the holder (its first launch since): its next
+// wait for the GPU is not counted. It waits behind the last holder's
+// queued tail and the GPU's switch between contexts, others' work, not
+// its own: after turns shared by many jobs, that one wait kept host-bound
+// jobs from ever being judged so.
+void note_switched_in();
+
+// This job hands its token over inside a wait for the GPU (at a sync's
+// start, under overlap): that wait is not counted either. Its tail runs
+// beside the next job's first kernels, and after many jobs' turn, beside
+// their tails too.
+void uncount_current_wait();
+
+// Upkeep thread: judges the job on the GPU of `ordinal` (its slot there is
+// `slot`) over its waits for the GPU and the time it ran (not waiting for
+// the token) since its last judgement, and publishes the verdict. Not
+// while it runs beside the holder: there it keeps its verdict.
+void judge_host_bound(int ordinal, shm::Slot& slot);
+
+}  // namespace gshare::runtime

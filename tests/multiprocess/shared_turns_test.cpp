@@ -1,0 +1,222 @@
+// Shared turns (scheduler/token.h) between real processes over the fake
+// driver: under fair, host-bound jobs run beside one another in one turn,
+// while a job that keeps the GPU busy still has its turns alone. The fake
+// GPU runs the kernels of different processes at the same time, so who
+// ran when is in its kernel trace.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <memory>
+
+#include "tests/multiprocess/harness.h"
+
+using namespace gshare::test;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// A host-bound step: a 10 us kernel, its sync, then 1.5 ms on the host
+// (asleep: no CPU needed), shorter than a loan's 2 ms. Over the fake
+// driver a sync's wait is mostly the wake-ups of its threads: a few
+// percent of the step on an idle machine, under a tenth beside a CPU
+// burner on 2 cores, and with two burners past it (the jobs are then
+// never judged host-bound, and the tests fail at their first wait).
+constexpr const char* kHostBoundLoop = "trainfor 60 1 10 sync 1500";
+// A step that keeps the GPU busy: two 2 ms kernels and a sync.
+constexpr const char* kBusyLoop = "trainfor 60 2 2000 sync 0";
+
+// The kernels of `all` that started in [from, to), by start time.
+std::vector<KernelRun> started_in(const std::vector<KernelRun>& all, uint64_t from, uint64_t to) {
+  std::vector<KernelRun> in;
+  for (const KernelRun& k : all)
+    if (k.start_ns >= from && k.start_ns < to) in.push_back(k);
+  std::sort(in.begin(), in.end(), [](const KernelRun& a, const KernelRun& b) { return a.start_ns < b.start_ns; });
+  return in;
+}
+
+// How often the next kernel to start is another process's: about once a
+// turn when turns are exclusive, at most steps when jobs run side by side.
+int alternations(const std::vector<KernelRun>& by_start) {
+  int n = 0;
+  for (size_t i = 1; i < by_start.size(); ++i) n += by_start[i].pid != by_start[i - 1].pid;
+  return n;
+}
+
+uint64_t kernel_time(const std::vector<KernelRun>& runs) {
+  uint64_t total = 0;
+  for (const KernelRun& r : runs) total += r.end_ns - r.start_ns;
+  return total;
+}
+
+// The spans in which one process's kernels (by start) ran back to back,
+// gaps under 1 ms: a busy job's turns, each with the tail it queued
+// before handing over at its end.
+std::vector<std::pair<uint64_t, uint64_t>> back_to_back(const std::vector<KernelRun>& runs) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const KernelRun& k : runs) {
+    if (!spans.empty() && k.start_ns <= spans.back().second + kMs)
+      spans.back().second = std::max(spans.back().second, k.end_ns);
+    else
+      spans.push_back({k.start_ns, k.end_ns});
+  }
+  return spans;
+}
+
+// Kernels of `runs` that started inside one of `spans`, leaving out each
+// span's first `head` and last `tail` nanoseconds.
+int started_inside(const std::vector<KernelRun>& runs, const std::vector<std::pair<uint64_t, uint64_t>>& spans,
+                   uint64_t head, uint64_t tail) {
+  int n = 0;
+  for (const KernelRun& k : runs)
+    for (const auto& [from, to] : spans)
+      if (k.start_ns >= from + head && k.start_ns + tail < to) {
+        ++n;
+        break;
+      }
+  return n;
+}
+
+int count_where(const nlohmann::json& gpu, const char* key) {
+  int n = 0;
+  for (const nlohmann::json& p : gpu["processes"]) n += p[key].get<bool>();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("under fair, host-bound jobs run beside one another in one turn; off, each turn is one job's") {
+  // Three jobs whose steps are a short kernel and 1.5 ms on the host. In
+  // exclusive turns of 20 ms each runs about twelve steps and the GPU idles
+  // through their host work; sharing the turn, all three step at once.
+  for (const std::string shared : {"on", "off"}) {
+    INFO("GSHARE_SHARED_TURNS=" << shared);
+    TestGpu gpu;
+    const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
+                  {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", shared}};
+    std::vector<std::unique_ptr<Client>> jobs;
+    for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+    for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+    for (auto& c : jobs) c->post(kHostBoundLoop);
+    // Each is judged host-bound after four upkeep ticks (a second).
+    await(gpu, "all three judged host-bound", [&] { return count_where(gpu.top_gpu(), "host_bound") == 3; });
+    if (shared == "on")
+      await(gpu, "a job beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") >= 1; });
+    const uint64_t from = monotonic_ns();
+    int most_beside = 0;
+    while (monotonic_ns() < from + 2000 * kMs) {
+      const nlohmann::json g = gpu.top_gpu();
+      most_beside = std::max(most_beside, count_where(g, "beside"));
+      CHECK(count_where(g, "holds_token") <= 1);
+      usleep(50'000);
+    }
+    const uint64_t to = monotonic_ns();
+    for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
+    const auto in = started_in(read_kernel_trace(gpu.kernel_trace()), from, to);
+    const int switches = alternations(in);
+    INFO(in.size() << " kernels, " << switches << " alternations, at most " << most_beside << " beside");
+    REQUIRE(in.size() >= 100);
+    if (shared == "on") {
+      CHECK(most_beside == 2);
+      CHECK(switches * 4 >= int(in.size()) * 3);
+      // None is left behind: each ran at least half its third.
+      for (auto& c : jobs) CHECK(kernels_of(in, c->pid()).size() * 6 >= in.size());
+    } else {
+      CHECK(most_beside == 0);
+      // Turns of 20 ms, some cut short by loans (a loaded machine's
+      // 1.5 ms sleeps pass the 2 ms after which a holder lends): a tenth
+      // of the kernels, against all but a few sharing turns.
+      CHECK(switches <= int(in.size()) / 2);
+    }
+  }
+}
+
+TEST_CASE("a job that keeps the GPU busy has its turns alone beside host-bound jobs that share theirs") {
+  // Two host-bound jobs share their turns; a third runs 4 ms of kernels a
+  // step. Its grant closes the others' gates, so its kernels run alone
+  // (but for a tail queued before), and fair's clock gives it about every
+  // other turn: the host-bound jobs are charged for their shared turn each.
+  TestGpu gpu;
+  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
+                {"GSHARE_SHARED_TURNS", "on"}};
+  Client a(gpu, env), b(gpu, env), busy(gpu, env);
+  for (Client* c : {&a, &b, &busy}) REQUIRE(c->send("init") == "init ok");
+  a.post(kHostBoundLoop);
+  b.post(kHostBoundLoop);
+  await(gpu, "the two judged host-bound, one beside the other", [&] {
+    const nlohmann::json g = gpu.top_gpu();
+    return count_where(g, "host_bound") == 2 && count_where(g, "beside") == 1;
+  });
+  busy.post(kBusyLoop);
+  await_process(gpu, busy.pid(), "the busy job's first launch", [](const nlohmann::json& p) { return p["launches"] > 0; });
+  usleep(500'000);
+  const uint64_t from = monotonic_ns();
+  usleep(3'000'000);
+  const uint64_t to = monotonic_ns();
+  const nlohmann::json g = gpu.top_gpu();
+  for (Client* c : {&a, &b, &busy}) CHECK(words(c->release(20)).at(1) == "ok");
+  INFO(g.dump());
+  for (const nlohmann::json& p : g["processes"])
+    CHECK(p["host_bound"].get<bool>() == (p["pid"].get<pid_t>() != busy.pid()));
+  const auto in = started_in(read_kernel_trace(gpu.kernel_trace()), from, to);
+  const auto kb = kernels_of(in, busy.pid()), ka = kernels_of(in, a.pid()), kh = kernels_of(in, b.pid());
+  const double busy_ms = double(kernel_time(kb)) / 1e6;
+  // Its turns: where its kernels ran back to back. Inside one, past the
+  // others' tails queued before its grant (a kernel each) and before its
+  // own tail queued as it handed over (two 2 ms kernels), none of theirs
+  // starts: their gates are closed. Beside it they would start every
+  // 1.6 ms each.
+  const auto turns = back_to_back(kb);
+  uint64_t turns_ns = 0;
+  for (const auto& [span_from, span_to] : turns) turns_ns += span_to - span_from;
+  const int inside = started_inside(ka, turns, kMs / 2, 5 * kMs) + started_inside(kh, turns, kMs / 2, 5 * kMs);
+  INFO("busy job's kernels " << busy_ms << " ms in " << turns.size() << " turns of " << double(turns_ns) / 1e6
+                             << " ms; host-bound kernels " << ka.size() << " and " << kh.size() << ", "
+                             << inside << " of them started inside its turns");
+  CHECK(turns.size() >= 20);
+  CHECK(inside * 50 <= int(ka.size() + kh.size()));
+  // About every other turn is its: half the window, give or take.
+  CHECK(busy_ms >= 0.3 * double(to - from) / 1e6);
+  CHECK(busy_ms <= 0.75 * double(to - from) / 1e6);
+  // The host-bound jobs still run, side by side, in the other turns: the
+  // next of their kernels to start is mostly the other's.
+  CHECK(ka.size() >= 100);
+  CHECK(kh.size() >= 100);
+  std::vector<KernelRun> both = ka;
+  both.insert(both.end(), kh.begin(), kh.end());
+  std::sort(both.begin(), both.end(), [](const KernelRun& x, const KernelRun& y) { return x.start_ns < y.start_ns; });
+  CHECK(alternations(both) * 2 >= int(both.size()));
+}
+
+TEST_CASE("kill -9 of a job in a shared turn, holder or beside, leaves the others stepping") {
+  // Three host-bound jobs share their turns; the holder dies, then one of
+  // the two left. The others step on: the token goes back when the dead
+  // slot is reclaimed (a job beside holds nothing the others wait for).
+  TestGpu gpu;
+  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
+                {"GSHARE_SHARED_TURNS", "on"}};
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+  for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+  for (auto& c : jobs) c->post(kHostBoundLoop);
+  await(gpu, "two jobs beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == 2; });
+  for (int round = 0; round < 2; ++round) {
+    const nlohmann::json g = gpu.top_gpu();
+    const bool kill_holder = round == 0;
+    pid_t victim = -1;
+    for (const nlohmann::json& p : g["processes"])
+      if (p[kill_holder ? "holds_token" : "beside"].get<bool>()) victim = p["pid"].get<pid_t>();
+    REQUIRE(victim > 0);
+    INFO((kill_holder ? "killed the holder " : "killed a job beside ") << victim);
+    auto doomed = std::find_if(jobs.begin(), jobs.end(), [&](const auto& c) { return c->pid() == victim; });
+    REQUIRE(doomed != jobs.end());
+    (*doomed)->kill9();
+    jobs.erase(doomed);
+    const uint64_t killed = monotonic_ns();
+    usleep(1'500'000);
+    const auto after = started_in(read_kernel_trace(gpu.kernel_trace()), killed + 1000 * kMs, monotonic_ns());
+    // Each survivor ran steps in the half second after the first second.
+    for (auto& c : jobs) CHECK(kernels_of(after, c->pid()).size() >= 20);
+  }
+  for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
+}
