@@ -142,6 +142,13 @@ bool waits_in_name_only(const Slot& s, uint64_t now) {
   return s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns && now - s.wait_since_mono_ns >= idle_ns;
 }
 
+// How many live jobs each lane holds.
+void count_lane_members(const Region& r, uint32_t* members) {
+  for (uint32_t l = 0; l < shm::kMaxLanes; ++l) members[l] = 0;
+  for (const Slot& s : r.slots)
+    if (s.state == shm::kSlotLive && s.lane < shm::kMaxLanes) ++members[s.lane];
+}
+
 // The live jobs that compete for token `k`. A job that waits in name only
 // becomes idle here: it competes again, placed on fair's clock anew
 // (rules::activate), when it next asks for the token.
@@ -152,11 +159,10 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   const double rate = page_in_rate(r);
   // Lane-mates per lane: only a job that shares its lane hands memory over
   // at a switch (Arbiter::hands_memory_over), counted once here.
-  uint32_t members[shm::kMaxLanes] = {};
+  uint32_t members[shm::kMaxLanes];
+  count_lane_members(r, members);
   bool adapts[kMaxSlots] = {};
   int takers = 0;  // the active jobs: rules::quantum_among
-  for (const Slot& s : r.slots)
-    if (s.state == shm::kSlotLive && s.lane < shm::kMaxLanes) ++members[s.lane];
   t.count = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     t.index_of_slot[i] = -1;
@@ -556,42 +562,54 @@ bool any_beside_locked(const Region& r, int k) {
   return false;
 }
 
-// How many live jobs each lane holds.
-void count_lane_members(const Region& r, uint32_t* members) {
-  for (uint32_t l = 0; l < shm::kMaxLanes; ++l) members[l] = 0;
-  for (const Slot& s : r.slots)
-    if (s.state == shm::kSlotLive && s.lane < shm::kMaxLanes) ++members[s.lane];
-}
-
-// Whether the job of `slot` may share a turn of token `k` with others:
-// under fair, with GSHARE_SHARED_TURNS on, host-bound (its syncs wait for
-// the GPU little: runtime/host_bound.h), handing over under overlap, its
-// memory on the GPU and admitted, paging not active, and alone in its lane
-// (lane-mates take turns with one ephemeral space: beside each other one
-// would only wait for the other's). `members`: count_lane_members.
-bool shares_turn_locked(const Region& r, int k, int slot, bool paging_active, const uint32_t* members) {
-  const Slot& s = r.slots[slot];
-  if (k != 0 || paging_active || region_policy(r.header) != Policy::kFair) return false;
-  if (!s.shares_turns || s.host_bound.load(std::memory_order_relaxed) == 0) return false;
-  if (s.handover_mode != shm::kHandoverOverlap || s.residency != shm::kResident || s.admission != shm::kAdmitted)
-    return false;
-  return s.lane >= shm::kMaxLanes || members[s.lane] <= 1;
-}
-
-// Whether turns of token `k` may be shared at all: not while a host-bound
-// job that asks to share shares its lane (more jobs than lanes). Identical
-// jobs some of which share turns while others take theirs alone are not
-// treated alike: among 64 host-bound PyTorch jobs on an H200, 49 in one
-// lane, the 15 with lanes of their own shared turns, and the slowest job
-// made 0.52 of the fastest's steps.
-bool turns_shareable_locked(const Region& r, int k, const uint32_t* members) {
-  for (uint32_t i = 0; i < kMaxSlots; ++i) {
-    const Slot& s = r.slots[i];
-    if (s.state != shm::kSlotLive || !s.shares_turns || !s.host_bound.load(std::memory_order_relaxed)) continue;
-    if (token_index(r, int(i)) == k && s.lane < shm::kMaxLanes && members[s.lane] > 1) return false;
+// Who may share a turn of token `k` now (token.h, beside): what every
+// such decision needs, gathered once under the lock.
+class TurnSharing {
+ public:
+  TurnSharing(const Region& r, int k) : r_(r), k_(k) {
+    count_lane_members(r, members_);
+    open_ = k == 0 && region_policy(r.header) == Policy::kFair && page_in_rate(r) == 0 && no_sharer_shares_lane();
   }
-  return true;
-}
+
+  // Whether the job of `slot` may share a turn with others: with
+  // GSHARE_SHARED_TURNS on, host-bound (runtime/host_bound.h), handing
+  // over under overlap, its memory on the GPU and admitted, and alone in
+  // its lane (lane-mates take turns with one ephemeral space: beside each
+  // other one would only wait for the other's).
+  bool allows(int slot) const {
+    const Slot& s = r_.slots[slot];
+    if (!open_ || !asks_to_share(s)) return false;
+    if (s.handover_mode != shm::kHandoverOverlap || s.residency != shm::kResident || s.admission != shm::kAdmitted)
+      return false;
+    return s.lane >= shm::kMaxLanes || members_[s.lane] <= 1;
+  }
+
+ private:
+  static bool asks_to_share(const Slot& s) {
+    return s.state == shm::kSlotLive && s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
+  }
+
+  // Turns are shared only under fair, without paging (a job beside would
+  // need its memory resident), and while no host-bound job that asks to
+  // share shares its lane (more jobs than lanes): identical jobs some of
+  // which share turns while others take theirs alone are not treated
+  // alike (among 64 host-bound PyTorch jobs on an H200, 49 in one lane,
+  // the 15 with lanes of their own shared turns, and the slowest job made
+  // 0.52 of the fastest's steps).
+  bool no_sharer_shares_lane() const {
+    for (uint32_t i = 0; i < kMaxSlots; ++i) {
+      const Slot& s = r_.slots[i];
+      if (asks_to_share(s) && token_index(r_, int(i)) == k_ && s.lane < shm::kMaxLanes && members_[s.lane] > 1)
+        return false;
+    }
+    return true;
+  }
+
+  const Region& r_;
+  int k_;
+  uint32_t members_[shm::kMaxLanes];
+  bool open_ = false;
+};
 
 // The job of `slot` runs beside the holder from `now`: its gate opens, and
 // it is charged for its token time as the holder is.
@@ -626,12 +644,9 @@ void end_beside_locked(Arbiter& arbiter, int k, int slot, shm::JobState after, u
 void settle_beside_locked(Arbiter& arbiter, int k, uint64_t now) {
   Region& r = *arbiter.region();
   if (!any_beside_locked(r, k)) return;  // the usual case: nothing to settle
-  uint32_t members[shm::kMaxLanes];
-  count_lane_members(r, members);
-  const bool paging_active = page_in_rate(r) != 0;
+  const TurnSharing sharing(r, k);
   const int holder = holder_slot_locked(arbiter, k);
-  const bool shared = turns_shareable_locked(r, k, members) &&
-                      (holder < 0 || shares_turn_locked(r, k, holder, paging_active, members));
+  const bool shared = holder < 0 || sharing.allows(holder);
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     Slot& s = r.slots[i];
     if (!s.beside) continue;
@@ -640,7 +655,7 @@ void settle_beside_locked(Arbiter& arbiter, int k, uint64_t now) {
       continue;
     }
     if (token_index(r, int(i)) != k) continue;
-    if (!shared || !shares_turn_locked(r, k, int(i), paging_active, members))
+    if (!shared || !sharing.allows(int(i)))
       end_beside_locked(arbiter, k, int(i), shm::kJobWaiting, now);
   }
 }
@@ -648,14 +663,12 @@ void settle_beside_locked(Arbiter& arbiter, int k, uint64_t now) {
 // Wakes the waiters of token `k` that could run beside its holder, which
 // shares its turn: each joins it at its own decision (join_turn_locked).
 void wake_sharers_locked(Region& r, int k) {
-  uint32_t members[shm::kMaxLanes];
-  count_lane_members(r, members);
-  if (page_in_rate(r) != 0 || !turns_shareable_locked(r, k, members)) return;
+  const TurnSharing sharing(r, k);
   uint32_t bits = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
     if (s.state != shm::kSlotLive || s.beside || s.token_waits.load(std::memory_order_relaxed) == 0) continue;
-    if (token_index(r, int(i)) == k && shares_turn_locked(r, k, int(i), false, members)) bits |= shm::waiter_bit(int(i));
+    if (token_index(r, int(i)) == k && sharing.allows(int(i))) bits |= shm::waiter_bit(int(i));
   }
   if (bits) shm::wake_waiters_with(r.header, bits);
 }
@@ -671,12 +684,8 @@ bool join_turn_locked(Arbiter& arbiter, int k, uint64_t now) {
   const int holder = holder_slot_locked(arbiter, k);
   if (holder < 0 || holder == own || !(r.slots[holder].gate.load(std::memory_order_relaxed) & shm::kGateOpen))
     return false;
-  uint32_t members[shm::kMaxLanes];
-  count_lane_members(r, members);
-  const bool paging_active = page_in_rate(r) != 0;
-  if (!turns_shareable_locked(r, k, members) || !shares_turn_locked(r, k, holder, paging_active, members) ||
-      !shares_turn_locked(r, k, own, paging_active, members))
-    return false;
+  const TurnSharing sharing(r, k);
+  if (!sharing.allows(holder) || !sharing.allows(own)) return false;
   begin_beside_locked(r, own, now);
   GSHARE_DEBUG("token %d: runs beside pid %d in its turn", k, int(r.slots[holder].pid));
   return true;
@@ -689,12 +698,8 @@ void stay_beside_locked(Arbiter& arbiter, int k, int old, uint64_t now) {
   Region& r = *arbiter.region();
   const int holder = holder_slot_locked(arbiter, k);
   if (old < 0 || holder < 0 || holder == old || !r.slots[old].shares_turns) return;
-  uint32_t members[shm::kMaxLanes];
-  count_lane_members(r, members);
-  const bool paging_active = page_in_rate(r) != 0;
-  if (turns_shareable_locked(r, k, members) && shares_turn_locked(r, k, holder, paging_active, members) &&
-      shares_turn_locked(r, k, old, paging_active, members))
-    begin_beside_locked(r, old, now);
+  const TurnSharing sharing(r, k);
+  if (sharing.allows(holder) && sharing.allows(old)) begin_beside_locked(r, old, now);
 }
 
 // A turn is as long as the holder's switch cost says now (`turn`), not
