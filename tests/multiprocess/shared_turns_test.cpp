@@ -16,13 +16,13 @@ namespace {
 
 constexpr uint64_t kMs = 1'000'000;
 
-// A host-bound step: a 10 us kernel, its sync, then 1.5 ms on the host
-// (asleep: no CPU needed), shorter than a loan's 2 ms. Over the fake
-// driver a sync's wait is mostly the wake-ups of its threads: a few
-// percent of the step on an idle machine, under a tenth beside a CPU
-// burner on 2 cores, and with two burners past it (the jobs are then
-// never judged host-bound, and the tests fail at their first wait).
-constexpr const char* kHostBoundLoop = "trainfor 60 1 10 sync 1500";
+// A host-bound step: a kernel of no duration, its sync, then 1.5 ms on the
+// host (asleep: no CPU needed), shorter than a loan's 2 ms. The fake
+// driver runs such a kernel as it is launched, so the sync waits for
+// nothing: with a kernel of 10 us, run by the stream's worker thread, the
+// sync's wait was that thread's wake-up, and on a loaded machine 9% to 15%
+// of the step (a CI run judged none of the jobs host-bound in 20 s).
+constexpr const char* kHostBoundLoop = "trainfor 60 1 0 sync 1500";
 // A step that keeps the GPU busy: two 2 ms kernels and a sync.
 constexpr const char* kBusyLoop = "trainfor 60 2 2000 sync 0";
 
@@ -163,9 +163,9 @@ TEST_CASE("a job that keeps the GPU busy has its turns alone beside host-bound j
   const double busy_ms = double(kernel_time(kb)) / 1e6;
   // Its turns: where its kernels ran back to back. Inside one, past the
   // others' tails queued before its grant (a kernel each) and before its
-  // own tail queued as it handed over (two 2 ms kernels), none of theirs
-  // starts: their gates are closed. Beside it they would start every
-  // 1.6 ms each.
+  // own tail queued as it handed over (two 2 ms kernels), theirs do not
+  // start: their gates are closed. Beside it they would start every
+  // 1.5 ms each.
   const auto turns = back_to_back(kb);
   uint64_t turns_ns = 0;
   for (const auto& [span_from, span_to] : turns) turns_ns += span_to - span_from;
@@ -174,7 +174,10 @@ TEST_CASE("a job that keeps the GPU busy has its turns alone beside host-bound j
                              << " ms; host-bound kernels " << ka.size() << " and " << kh.size() << ", "
                              << inside << " of them started inside its turns");
   CHECK(turns.size() >= 20);
-  CHECK(inside * 50 <= int(ka.size() + kh.size()));
+  // A launch that read its gate open just before the grant closed it
+  // still comes: on a loaded machine about one a turn (67 of 1,753), none
+  // to 6 on an idle one. Beside it, about half of them would.
+  CHECK(inside * 10 <= int(ka.size() + kh.size()));
   // About every other turn is its: half the window, give or take.
   CHECK(busy_ms >= 0.3 * double(to - from) / 1e6);
   CHECK(busy_ms <= 0.75 * double(to - from) / 1e6);
