@@ -223,3 +223,40 @@ TEST_CASE("kill -9 of a job in a shared turn, holder or beside, leaves the other
   }
   for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
 }
+
+TEST_CASE("with more host-bound jobs than lanes, no turn is shared") {
+  // 17 host-bound jobs, each holding memory, on a GPU of 16 lanes: two
+  // share a lane. Sharing the turns of the others only would treat
+  // identical jobs unlike (docs/DESIGN.md §7.9), so every turn stays one
+  // job's. With 3 such jobs, each in a lane of its own, they share.
+  for (const int count : {17, 3}) {
+    INFO(count << " jobs");
+    TestGpu gpu;
+    const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", "on"}};
+    std::vector<std::unique_ptr<Client>> jobs;
+    for (int i = 0; i < count; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+    for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+    for (auto& c : jobs) REQUIRE(c->send("alloc 16M weights") == "alloc ok weights");
+    for (auto& c : jobs) c->post(kHostBoundLoop);
+    await(gpu, "every job judged host-bound, each in a lane", [&] {
+      const nlohmann::json g = gpu.top_gpu();
+      int placed = 0;
+      for (const nlohmann::json& p : g["processes"]) placed += !p["lane"].is_null();
+      return count_where(g, "host_bound") == count && placed == count;
+    }, 60);
+    int most_beside = 0;
+    const uint64_t until = monotonic_ns() + 2000 * kMs;
+    while (monotonic_ns() < until) {
+      most_beside = std::max(most_beside, count_where(gpu.top_gpu(), "beside"));
+      usleep(50'000);
+    }
+    const nlohmann::json g = gpu.top_gpu();
+    INFO(g.dump());
+    CHECK(g["lanes"].size() <= 16);
+    if (count > 16)
+      CHECK(most_beside == 0);
+    else
+      CHECK(most_beside == count - 1);
+    for (auto& c : jobs) CHECK(words(c->release(30)).at(1) == "ok");
+  }
+}
