@@ -553,6 +553,24 @@ void account_locked(Arbiter& arbiter, int k, JobTable* table, uint64_t now) {
   if (slot >= 0) charge_locked(arbiter, k, slot, table, now);
 }
 
+// The job of `s` starts launching at `now`, granted the token or beside
+// its holder: its wait for the token ends, and its token time counts from
+// now.
+void start_running_locked(Slot& s, uint64_t now) {
+  if (s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns) s.wait_ns += now - s.wait_since_mono_ns;
+  s.wait_since_mono_ns = 0;
+  s.job_state = shm::kJobRunning;
+  s.accounted_mono_ns = now;
+}
+
+// The job of `s` stops launching at `now`: its gate closes and it becomes
+// `after`; one left waiting waits from now.
+void stop_running_locked(Slot& s, shm::JobState after, uint64_t now) {
+  s.gate.store(shm::kGateClosed, std::memory_order_release);
+  s.job_state = after;
+  if (after == shm::kJobWaiting) s.wait_since_mono_ns = now;
+}
+
 // --- Shared turns (token.h) ---
 
 // Whether any job runs beside the holder of token `k`.
@@ -615,10 +633,7 @@ class TurnSharing {
 // it is charged for its token time as the holder is.
 void begin_beside_locked(Region& r, int slot, uint64_t now) {
   Slot& s = r.slots[slot];
-  if (s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns) s.wait_ns += now - s.wait_since_mono_ns;
-  s.wait_since_mono_ns = 0;
-  s.job_state = shm::kJobRunning;
-  s.accounted_mono_ns = now;
+  start_running_locked(s, now);
   s.beside = 1;
   s.switched_in_mono_ns = 0;  // no switch of the token: nothing to measure
   s.gate.store(shm::kGateOpen, std::memory_order_release);
@@ -632,9 +647,7 @@ void end_beside_locked(Arbiter& arbiter, int k, int slot, shm::JobState after, u
   Slot& s = arbiter.region()->slots[slot];
   charge_locked(arbiter, k, slot, nullptr, now);
   s.beside = 0;
-  s.gate.store(shm::kGateClosed, std::memory_order_release);
-  s.job_state = after;
-  s.wait_since_mono_ns = after == shm::kJobWaiting ? now : 0;
+  stop_running_locked(s, after, now);
 }
 
 // Ends every run beside the holder of token `k` that no longer holds: the
@@ -759,9 +772,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   if (old >= 0) {
     account_locked(arbiter, k, &t, now);
     Slot& o = r.slots[old];
-    o.gate.store(shm::kGateClosed, std::memory_order_release);
-    o.job_state = old_holder_state;
-    if (old_holder_state == shm::kJobWaiting) o.wait_since_mono_ns = now;
+    stop_running_locked(o, old_holder_state, now);
     if (old != t.jobs[index].id) o.switched_in_mono_ns = 0;  // never launched in its turn: nothing to record
   }
   Job& job = t.jobs[index];
@@ -771,10 +782,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
     charge_locked(arbiter, k, job.id, &t, now);
     s.beside = 0;
   }
-  if (s.wait_since_mono_ns != 0 && now > s.wait_since_mono_ns) s.wait_ns += now - s.wait_since_mono_ns;
-  s.wait_since_mono_ns = 0;
-  s.job_state = shm::kJobRunning;
-  s.accounted_mono_ns = now;
+  start_running_locked(s, now);
   s.granted++;
   // A job found idle that takes its token back before any other job held
   // it goes on with the slice it had: no new turn, no switch. A slice that
