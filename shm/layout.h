@@ -43,14 +43,16 @@
 namespace gshare::shm {
 
 inline constexpr uint64_t kRegionMagic = 0x4753484152454731ULL;  // "GSHAREG1"
-inline constexpr uint32_t kLayoutVersion = 10;
+inline constexpr uint32_t kLayoutVersion = 11;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr size_t kUuidChars = 48;     // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL
 inline constexpr size_t kCommandChars = 80;  // truncated command line, NUL-terminated
 // Lanes (rules/lanes.h): groups of jobs that take turns with one
 // ephemeral space. Under pack each lane has its own launch token; under the
-// other policies every job uses token 0.
-inline constexpr uint32_t kMaxLanes = 16;
+// other policies every job uses token 0. As many lanes as slots: only
+// memory decides whether jobs share a lane, never their number (with 16,
+// 49 of 64 small jobs that fit side by side shared one).
+inline constexpr uint32_t kMaxLanes = kMaxSlots;
 inline constexpr uint32_t kNoLane = UINT32_MAX;
 
 enum SlotState : uint32_t {
@@ -373,7 +375,7 @@ struct alignas(64) RegionHeader {
   uint64_t switch_ns_max;
   Token tokens[kMaxLanes];     // [0] only, except under pack: one per lane
 };
-static_assert(sizeof(RegionHeader) == 1216, "RegionHeader layout changed: bump kLayoutVersion");
+static_assert(sizeof(RegionHeader) == 14656, "RegionHeader layout changed: bump kLayoutVersion");
 
 struct Region {
   RegionHeader header;

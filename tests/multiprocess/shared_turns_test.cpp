@@ -224,25 +224,28 @@ TEST_CASE("kill -9 of a job in a shared turn, holder or beside, leaves the other
   for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
 }
 
-TEST_CASE("with more host-bound jobs than lanes, no turn is shared") {
-  // 17 host-bound jobs, each holding memory, on a GPU of 16 lanes: two
-  // share a lane. Sharing the turns of the others only would treat
-  // identical jobs unlike (docs/DESIGN.md §7.9), so every turn stays one
-  // job's. With 3 such jobs, each in a lane of its own, they share.
-  for (const int count : {17, 3}) {
-    INFO(count << " jobs");
-    TestGpu gpu;
+TEST_CASE("while host-bound jobs share a lane, no turn is shared") {
+  // Three host-bound jobs, each with weights (P 16 MiB) and activations
+  // allocated and freed every step (E), on a GPU of 2 GiB with 64 MiB of
+  // context each. With E 700 MiB only two lanes fit (3 x 16 + 2 x 700 +
+  // 192 MiB; a third lane needs 2,340 MiB), so two of the jobs share one.
+  // Sharing the turns of the third only would treat identical jobs unlike
+  // (docs/DESIGN.md §7.9), so every turn stays one job's. With E 100 MiB
+  // each job has a lane of its own, and they share.
+  for (const char* ephemeral : {"700M", "100M"}) {
+    const bool lanes_shared = std::string(ephemeral) == "700M";
+    INFO("E " << ephemeral);
+    TestGpu gpu(2 * kGiB);
     const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", "on"}};
     std::vector<std::unique_ptr<Client>> jobs;
-    for (int i = 0; i < count; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+    for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
     for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
-    for (auto& c : jobs) REQUIRE(c->send("alloc 16M weights") == "alloc ok weights");
-    for (auto& c : jobs) c->post(kHostBoundLoop);
-    await(gpu, "every job judged host-bound, each in a lane", [&] {
+    for (auto& c : jobs) c->post(std::string("memtrain 1000000 16M ") + ephemeral + " 1 1 0 0 hostgap");
+    await(gpu, "every job judged host-bound, its E learned, the lanes formed", [&] {
       const nlohmann::json g = gpu.top_gpu();
-      int placed = 0;
-      for (const nlohmann::json& p : g["processes"]) placed += !p["lane"].is_null();
-      return count_where(g, "host_bound") == count && placed == count;
+      int learned = 0;
+      for (const nlohmann::json& p : g["processes"]) learned += !p["lane"].is_null() && !p["memory_provisional"].get<bool>();
+      return count_where(g, "host_bound") == 3 && learned == 3 && int(g["lanes"].size()) == (lanes_shared ? 2 : 3);
     }, 60);
     int most_beside = 0;
     const uint64_t until = monotonic_ns() + 2000 * kMs;
@@ -252,11 +255,8 @@ TEST_CASE("with more host-bound jobs than lanes, no turn is shared") {
     }
     const nlohmann::json g = gpu.top_gpu();
     INFO(g.dump());
-    CHECK(g["lanes"].size() <= 16);
-    if (count > 16)
-      CHECK(most_beside == 0);
-    else
-      CHECK(most_beside == count - 1);
+    CHECK(int(g["lanes"].size()) == (lanes_shared ? 2 : 3));
+    CHECK(most_beside == (lanes_shared ? 0 : 2));
     for (auto& c : jobs) CHECK(words(c->release(30)).at(1) == "ok");
   }
 }

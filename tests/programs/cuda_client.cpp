@@ -45,7 +45,9 @@
 //       buffer). With nosync, each piece has its own kernels and nothing
 //       ever syncs: the iteration ends with the frees. With firstgap, the
 //       first iteration spends 300 ms on the host after each piece (a
-//       first step's library set-up), launching nothing. With pool, the pieces come
+//       first step's library set-up), launching nothing. With hostgap, each
+//       iteration ends with 1.5 ms asleep on the host (a step bound by its
+//       host work), and the loop ends early when released. With pool, the pieces come
 //       from the device's stream-ordered pool (cuMemAllocAsync and
 //       cuMemFreeAsync), which keeps all it frees (a release threshold of
 //       UINT64_MAX, as PyTorch's cudaMallocAsync backend sets). Replies
@@ -489,6 +491,7 @@ std::string run(const std::vector<std::string>& a) {
     bool no_sync = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "nosync") != a.end();
     if (no_sync) chunk_sync = true;
     bool first_gap = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "firstgap") != a.end();
+    bool host_gap = std::find(a.begin() + std::min<size_t>(a.size(), 8), a.end(), "hostgap") != a.end();
     CUdeviceptr weights = 0;
     if (!result(g_api.mem_alloc(&weights, persistent))) return out.str();
     if (from_pool) {
@@ -512,7 +515,8 @@ std::string run(const std::vector<std::string>& a) {
       return r == CUDA_SUCCESS && !no_sync ? g_api.ctx_synchronize() : r;
     };
     g_last_iterations.restart();
-    for (long i = 0; i < iterations; ++i) {
+    long i = 0;
+    for (; i < iterations && !(host_gap && released()); ++i) {
       g_last_iterations.next(seconds_now());
       CUresult r = CUDA_SUCCESS;
       for (int c = 0; c < chunks && r == CUDA_SUCCESS; ++c) {
@@ -535,10 +539,11 @@ std::string run(const std::vector<std::string>& a) {
         out << "memtrain err " << int(r) << " at " << i;
         return out.str();
       }
+      if (host_gap) std::this_thread::sleep_for(std::chrono::microseconds(1500));
     }
     g_last_iterations.next(seconds_now());
     g_api.mem_free(weights);
-    out << "memtrain ok " << iterations << " " << long((seconds_now() - start) * 1000);
+    out << "memtrain ok " << i << " " << long((seconds_now() - start) * 1000);
   } else if (cmd == "pagetrain") {
     double start = seconds_now();
     // "@ITERS": set up, say so, and start the steps only when released,
