@@ -213,8 +213,9 @@ const OptionRow kOptions[] = {
       "how far a slice may run past its quantum while waiting for an iteration boundary"},
      "a number of milliseconds from 0 to 600000", parse_slice_max},
     {{"GSHARE_SHARED_TURNS", "bool", "off",
-      "on, under fair: jobs whose host work leaves the GPU mostly idle between their syncs run "
-      "beside one another in one turn, as they would natively; off: every turn is one job's"},
+      "on, under fair: jobs of equal weights whose host work leaves the GPU mostly idle between "
+      "their syncs run beside one another in one turn, as they would natively; off: every turn is "
+      "one job's"},
      kBoolForms, parse_shared_turns},
     {{"GSHARE_ADMIT_TIMEOUT_S", "seconds", "600",
       "how long an allocation waits (for its turn, the safety condition, its lane's space or "

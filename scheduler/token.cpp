@@ -602,6 +602,13 @@ class TurnSharing {
     return s.lane >= shm::kMaxLanes || members_[s.lane] <= 1;
   }
 
+  // Whether the jobs of slots `a` and `b` may run in one turn: both may
+  // share, at equal weights. Within a shared turn the jobs share the GPU as
+  // they would natively, so fair's weights would not hold between them.
+  bool together(int a, int b) const {
+    return allows(a) && allows(b) && r_.slots[a].weight == r_.slots[b].weight;
+  }
+
  private:
   static bool asks_to_share(const Slot& s) {
     return s.state == shm::kSlotLive && s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
@@ -659,7 +666,6 @@ void settle_beside_locked(Arbiter& arbiter, int k, uint64_t now) {
   if (!any_beside_locked(r, k)) return;  // the usual case: nothing to settle
   const TurnSharing sharing(r, k);
   const int holder = holder_slot_locked(arbiter, k);
-  const bool shared = holder < 0 || sharing.allows(holder);
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     Slot& s = r.slots[i];
     if (!s.beside) continue;
@@ -668,20 +674,20 @@ void settle_beside_locked(Arbiter& arbiter, int k, uint64_t now) {
       continue;
     }
     if (token_index(r, int(i)) != k) continue;
-    if (!shared || !sharing.allows(int(i)))
+    if (holder >= 0 ? !sharing.together(holder, int(i)) : !sharing.allows(int(i)))
       end_beside_locked(arbiter, k, int(i), shm::kJobWaiting, now);
   }
 }
 
-// Wakes the waiters of token `k` that could run beside its holder, which
-// shares its turn: each joins it at its own decision (join_turn_locked).
-void wake_sharers_locked(Region& r, int k) {
+// Wakes the waiters of token `k` that could run beside its holder, the
+// job of `holder`: each joins it at its own decision (join_turn_locked).
+void wake_sharers_locked(Region& r, int k, int holder) {
   const TurnSharing sharing(r, k);
   uint32_t bits = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
     if (s.state != shm::kSlotLive || s.beside || s.token_waits.load(std::memory_order_relaxed) == 0) continue;
-    if (token_index(r, int(i)) == k && sharing.allows(int(i))) bits |= shm::waiter_bit(int(i));
+    if (token_index(r, int(i)) == k && sharing.together(holder, int(i))) bits |= shm::waiter_bit(int(i));
   }
   if (bits) shm::wake_waiters_with(r.header, bits);
 }
@@ -698,7 +704,7 @@ bool join_turn_locked(Arbiter& arbiter, int k, uint64_t now) {
   if (holder < 0 || holder == own || !(r.slots[holder].gate.load(std::memory_order_relaxed) & shm::kGateOpen))
     return false;
   const TurnSharing sharing(r, k);
-  if (!sharing.allows(holder) || !sharing.allows(own)) return false;
+  if (!sharing.together(holder, own)) return false;
   begin_beside_locked(r, own, now);
   GSHARE_DEBUG("token %d: runs beside pid %d in its turn", k, int(r.slots[holder].pid));
   return true;
@@ -712,7 +718,7 @@ void stay_beside_locked(Arbiter& arbiter, int k, int old, uint64_t now) {
   const int holder = holder_slot_locked(arbiter, k);
   if (old < 0 || holder < 0 || holder == old || !r.slots[old].shares_turns) return;
   const TurnSharing sharing(r, k);
-  if (sharing.allows(holder) && sharing.allows(old)) begin_beside_locked(r, old, now);
+  if (sharing.together(holder, old)) begin_beside_locked(r, old, now);
 }
 
 // A turn is as long as the holder's switch cost says now (`turn`), not
@@ -815,7 +821,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   // Jobs beside the last holder go on only beside one that shares its turn
   // too; those waiting that could share it join it.
   settle_beside_locked(arbiter, k, now);
-  if (s.host_bound.load(std::memory_order_relaxed) && s.shares_turns) wake_sharers_locked(r, k);
+  if (s.host_bound.load(std::memory_order_relaxed) && s.shares_turns) wake_sharers_locked(r, k, job.id);
 }
 
 // Whom a waiter found idle: the holder it watched, as of which grant. The

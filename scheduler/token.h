@@ -32,7 +32,7 @@
 //   beside   with GSHARE_SHARED_TURNS=on under fair, a job whose host work
 //            leaves the GPU mostly idle (host-bound: its waits for the GPU
 //            are a small share of the time it runs, runtime/host_bound.h)
-//            shares the turn of a holder
+//            shares the turn of a holder of the same weight
 //            that is host-bound too: its gate opens while the holder holds
 //            the token, and it is charged for that time as the holder is.
 //            Exclusive turns would leave the GPU idle through such jobs'

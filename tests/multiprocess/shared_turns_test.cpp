@@ -50,12 +50,13 @@ uint64_t kernel_time(const std::vector<KernelRun>& runs) {
 }
 
 // The spans in which one process's kernels (by start) ran back to back,
-// gaps under 1 ms: a busy job's turns, each with the tail it queued
-// before handing over at its end.
-std::vector<std::pair<uint64_t, uint64_t>> back_to_back(const std::vector<KernelRun>& runs) {
+// gaps under `gap_ns`: a busy job's turns, each with the tail it queued
+// before handing over at its end (a host-bound job's, with a gap longer
+// than its step).
+std::vector<std::pair<uint64_t, uint64_t>> back_to_back(const std::vector<KernelRun>& runs, uint64_t gap_ns = kMs) {
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const KernelRun& k : runs) {
-    if (!spans.empty() && k.start_ns <= spans.back().second + kMs)
+    if (!spans.empty() && k.start_ns <= spans.back().second + gap_ns)
       spans.back().second = std::max(spans.back().second, k.end_ns);
     else
       spans.push_back({k.start_ns, k.end_ns});
@@ -259,4 +260,40 @@ TEST_CASE("while host-bound jobs share a lane, no turn is shared") {
     CHECK(most_beside == (lanes_shared ? 0 : 2));
     for (auto& c : jobs) CHECK(words(c->release(30)).at(1) == "ok");
   }
+}
+
+TEST_CASE("host-bound jobs of unequal weights never share a turn; those of equal weights do") {
+  // Within a shared turn the jobs share the GPU as they would natively, so
+  // fair's weights would not hold between them: a job of weight 3 takes
+  // its turns alone, while its two fellows of weight 1 share theirs.
+  TestGpu gpu;
+  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
+                {"GSHARE_SHARED_TURNS", "on"}};
+  Env heavy_env = env;
+  heavy_env["GSHARE_WEIGHT"] = "3";
+  Client heavy(gpu, heavy_env), a(gpu, env), b(gpu, env);
+  for (Client* c : {&heavy, &a, &b}) REQUIRE(c->send("init") == "init ok");
+  for (Client* c : {&heavy, &a, &b}) c->post(kHostBoundLoop);
+  await(gpu, "every job judged host-bound", [&] { return count_where(gpu.top_gpu(), "host_bound") == 3; }, 60);
+  const uint64_t from = monotonic_ns();
+  usleep(2'000'000);
+  const auto in = started_in(read_kernel_trace(gpu.kernel_trace()), from, monotonic_ns());
+  const auto kh = kernels_of(in, heavy.pid());
+  std::vector<KernelRun> light = kernels_of(in, a.pid());
+  const auto kb = kernels_of(in, b.pid());
+  light.insert(light.end(), kb.begin(), kb.end());
+  std::sort(light.begin(), light.end(), [](const KernelRun& x, const KernelRun& y) { return x.start_ns < y.start_ns; });
+  // The heavy job's turns: its steps, 1.5 ms apart, less than 4 ms apart.
+  const auto turns = back_to_back(kh, 4 * kMs);
+  const int inside = started_inside(light, turns, kMs, 0);
+  INFO(kh.size() << " heavy kernels in " << turns.size() << " turns, " << light.size() << " light kernels, "
+                 << inside << " inside the heavy turns, " << alternations(light) << " alternations between the light");
+  CHECK(turns.size() >= 10);
+  CHECK(kh.size() >= 100);
+  CHECK(inside * 20 <= int(light.size()));
+  // The light jobs share their turns: the next of their kernels to start is
+  // often the other's (taking turns of 20 ms alone, about every 13th).
+  CHECK(light.size() >= 100);
+  CHECK(alternations(light) * 3 >= int(light.size()));
+  for (Client* c : {&heavy, &a, &b}) CHECK(words(c->release(20)).at(1) == "ok");
 }
