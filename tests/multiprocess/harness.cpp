@@ -418,4 +418,23 @@ uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<Kern
   return total;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> overlap_spans(const std::vector<KernelRun>& a,
+                                                         const std::vector<KernelRun>& b, uint64_t join_ns) {
+  std::vector<std::pair<uint64_t, uint64_t>> both;
+  for (const KernelRun& x : a)
+    for (const KernelRun& y : b) {
+      uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
+      if (to > from) both.push_back({from, to});
+    }
+  std::sort(both.begin(), both.end());
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const auto& [from, to] : both) {
+    if (!spans.empty() && from <= spans.back().second + join_ns)
+      spans.back().second = std::max(spans.back().second, to);
+    else
+      spans.push_back({from, to});
+  }
+  return spans;
+}
+
 }  // namespace gshare::test

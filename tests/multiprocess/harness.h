@@ -176,6 +176,11 @@ std::vector<KernelRun> read_kernel_trace(const std::string& path);
 std::vector<KernelRun> kernels_of(const std::vector<KernelRun>& all, pid_t pid);
 // Total time during which kernels of `a` and `b` ran at once.
 uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b);
+// The stretches of time in which kernels of `a` and of `b` ran at once,
+// in order, stretches less than `join_ns` apart taken as one: one a
+// handover when only a holder's tail overlaps the next job's first kernels.
+std::vector<std::pair<uint64_t, uint64_t>> overlap_spans(const std::vector<KernelRun>& a,
+                                                         const std::vector<KernelRun>& b, uint64_t join_ns);
 // CLOCK_MONOTONIC now, the trace's clock.
 uint64_t monotonic_ns();
 
