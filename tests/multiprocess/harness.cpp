@@ -408,24 +408,29 @@ uint64_t monotonic_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
-uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b) {
-  uint64_t total = 0;
-  for (const KernelRun& x : a)
-    for (const KernelRun& y : b) {
-      uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
-      if (to > from) total += to - from;
-    }
-  return total;
-}
-
-std::vector<std::pair<uint64_t, uint64_t>> overlap_spans(const std::vector<KernelRun>& a,
-                                                         const std::vector<KernelRun>& b, uint64_t join_ns) {
+namespace {
+// Each stretch in which a kernel of `a` and one of `b` both ran.
+std::vector<std::pair<uint64_t, uint64_t>> intersections(const std::vector<KernelRun>& a,
+                                                         const std::vector<KernelRun>& b) {
   std::vector<std::pair<uint64_t, uint64_t>> both;
   for (const KernelRun& x : a)
     for (const KernelRun& y : b) {
       uint64_t from = std::max(x.start_ns, y.start_ns), to = std::min(x.end_ns, y.end_ns);
       if (to > from) both.push_back({from, to});
     }
+  return both;
+}
+}  // namespace
+
+uint64_t overlap_between(const std::vector<KernelRun>& a, const std::vector<KernelRun>& b) {
+  uint64_t total = 0;
+  for (const auto& [from, to] : intersections(a, b)) total += to - from;
+  return total;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> overlap_spans(const std::vector<KernelRun>& a,
+                                                         const std::vector<KernelRun>& b, uint64_t join_ns) {
+  std::vector<std::pair<uint64_t, uint64_t>> both = intersections(a, b);
   std::sort(both.begin(), both.end());
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const auto& [from, to] : both) {
