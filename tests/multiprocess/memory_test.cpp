@@ -87,18 +87,20 @@ TEST_CASE("syncs mid-iteration that free only a small temporary do not end the i
 TEST_CASE("four jobs of P 1 GiB and E 3 GiB all finish on an 8 GiB GPU, never holding more than 8 GiB, "
           "where natively they run out of memory") {
   // Their peaks sum to 16 GiB: without lanes this mix does not fit. Each
-  // runs long enough (about 0.7 s of steps) that all four hold their P at
-  // once however late one of them starts on a busy machine.
+  // runs long enough (about 0.5 s of kernels, 2 s for the four in turns)
+  // that all four hold their P at once however late one of them starts on
+  // a busy machine (with half as many steps, a loaded CI host once saw
+  // only three P beside an E).
   TestGpu gpu(8 * kGiB);
   const std::string trace = gpu.dir() + "/memory.trace";
   const Env env{{"FAKE_CUDA_MEM_TRACE", trace}};
   std::vector<std::unique_ptr<Client>> jobs;
   for (int i = 0; i < 4; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
   for (auto& j : jobs) REQUIRE(j->send("init") == "init ok");
-  for (auto& j : jobs) j->post("memtrain 60 1G 3G 3 2 2000");
+  for (auto& j : jobs) j->post("memtrain 120 1G 3G 3 2 2000");
   for (auto& j : jobs) {
     std::string reply = j->reply(120);
-    CHECK(reply.rfind("memtrain ok 60", 0) == 0);
+    CHECK(reply.rfind("memtrain ok 120", 0) == 0);
     INFO(j->stderr_text());
   }
   std::vector<uint64_t> used = read_memory_trace(trace);
