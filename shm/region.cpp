@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "base/group_text.h"
+#include "base/log.h"
 #include "shm/robust_mutex.h"
 
 namespace gshare::shm {
@@ -216,6 +218,63 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
   return ok;
 }
 
+// A region of another layout version that no process holds (no liveness
+// lock on any of its bytes, shm/liveness.h): what an upgrade of gshare
+// leaves in GSHARE_DIR, which would otherwise make every later process run
+// alone until someone removed the file. `fd` is open on `path`, `st` its
+// fstat. Moves the file aside and removes it, and returns true: the caller
+// looks at the path again. Should the file moved be another than `fd`'s (a
+// new region another process published meanwhile), it is put back. False,
+// with nothing done, for a region of this layout or a file that is not a
+// gshare region; for a foreign region that stays, with why in `kept`.
+bool remove_unused_foreign_region(int fd, const struct stat& st, const char* path, char* kept,
+                                  size_t kept_len) {
+  struct Identity {
+    uint64_t magic;
+    uint32_t layout_version;
+  } id{};
+  static_assert(offsetof(RegionHeader, magic) == 0 && offsetof(RegionHeader, layout_version) == 8,
+                "every layout starts with its magic number and version");
+  if (!read_exactly(fd, &id, sizeof id, 0) || id.magic != kRegionMagic || id.layout_version == kLayoutVersion)
+    return false;
+  struct flock any{};
+  any.l_type = F_WRLCK;
+  any.l_whence = SEEK_SET;  // l_start 0, l_len 0: every byte, to the end and past it
+  if (fcntl(fd, F_GETLK, &any) != 0) {
+    snprintf(kept, kept_len, "whether a process uses it is unknown: %s", strerror(errno));
+    return false;
+  }
+  if (any.l_type != F_UNLCK) {
+    snprintf(kept, kept_len, "a process of that version uses it");
+    return false;
+  }
+  char aside[kPathChars];
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  int n = snprintf(aside, sizeof aside, "%s.old.%d.%llx", path, int(getpid()),
+                   static_cast<unsigned long long>(now.tv_sec) * 1000000000ull + unsigned(now.tv_nsec));
+  if (n < 0 || size_t(n) >= sizeof aside) {
+    snprintf(kept, kept_len, "no process uses it, but its path is too long to move it aside");
+    return false;
+  }
+  if (renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) != 0) {
+    if (errno == ENOENT) return true;  // another process removed it first
+    snprintf(kept, kept_len, "no process uses it, but it cannot be removed: %s", strerror(errno));
+    return false;
+  }
+  struct stat moved;
+  if (lstat(aside, &moved) == 0 && moved.st_dev == st.st_dev && moved.st_ino == st.st_ino) {
+    unlink(aside);
+    GSHARE_INFO("removed %s: a region of layout %u that no process used (this library uses layout %u)",
+                path, id.layout_version, kLayoutVersion);
+    return true;
+  }
+  if (renameat2(AT_FDCWD, aside, AT_FDCWD, path, RENAME_NOREPLACE) != 0)
+    GSHARE_WARN("moved a region published meanwhile to %s and could not put it back: %s", aside,
+                strerror(errno));
+  return true;
+}
+
 }  // namespace
 
 bool read_exactly(int fd, void* into, size_t bytes, off_t offset) {
@@ -365,7 +424,9 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_
     if (!resolve_group(access.group, &trust.group, error, error_len)) return false;
     trust.group_given = true;
   }
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // Three looks: a region to join; else none, one created (or another
+  // creator's); a foreign one removed first.
+  for (int attempt = 0; attempt < 3; ++attempt) {
     struct stat st;
     int fd = open_regular(out->path, O_RDWR, &st, error, error_len);
     if (fd >= 0) {
@@ -376,7 +437,14 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_
         close(fd);
         return false;
       }
+      char kept[160] = "";
+      if (remove_unused_foreign_region(fd, st, out->path, kept, sizeof kept)) {
+        close(fd);
+        continue;
+      }
       if (!check_and_map(fd, st, true, out, error, error_len)) {
+        const size_t used = strlen(error);
+        if (*kept && used + 2 < error_len) snprintf(error + used, error_len - used, "; %s", kept);
         close(fd);
         return false;
       }

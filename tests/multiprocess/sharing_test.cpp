@@ -125,14 +125,14 @@ TEST_CASE("200 short-lived processes, some killed, leak nothing") {
   CHECK(top["gpus"][0]["repairs"] <= killed);
 }
 
-TEST_CASE("a region of a foreign version: one message, and the quota still holds") {
+TEST_CASE("a region of a foreign version: one message and the quota still hold while a process uses it; "
+          "once none does, it is replaced") {
   TestGpu gpu;
-  {
-    Client first(gpu);
-    REQUIRE(first.send("init") == "init ok");
-    REQUIRE(first.send("alloc 1M") == "alloc ok a0");
-  }
-  // Rewrite the layout version of the region the first process created.
+  auto first = std::make_unique<Client>(gpu);
+  REQUIRE(first->send("init") == "init ok");
+  REQUIRE(first->send("alloc 1M") == "alloc ok a0");
+  // Rewrite the layout version of the region the first process created and
+  // still holds, as a process of another gshare version would have it.
   std::string region = region_files(gpu).at(0);
   FILE* f = fopen(region.c_str(), "r+b");
   REQUIRE(f);
@@ -146,7 +146,24 @@ TEST_CASE("a region of a foreign version: one message, and the quota still holds
   CHECK(client.send("alloc 600M") == "alloc err 2");
   std::string err = client.stderr_text();
   CHECK(err.find("another gshare version") != std::string::npos);
+  CHECK(err.find("a process of that version uses it") != std::string::npos);
   CHECK(err.find("runs alone") != std::string::npos);
+  // Once its last process has gone, the next process removes it and
+  // creates a region of its own layout, which others join.
+  CHECK(first->finish() == 0);
+  Client later(gpu, {{"GSHARE_LOG", "info"}}), other(gpu);
+  REQUIRE(later.send("init") == "init ok");
+  REQUIRE(other.send("init") == "init ok");
+  CHECK(later.send("alloc 1M") == "alloc ok a0");
+  CHECK(other.send("alloc 1M") == "alloc ok a0");
+  CHECK(later.stderr_text().find("a region of layout 999 that no process used") != std::string::npos);
+  CHECK(later.stderr_text().find("runs alone") == std::string::npos);
+  CHECK(other.stderr_text().find("runs alone") == std::string::npos);
+  const nlohmann::json top = gpu.top_json();
+  INFO(top.dump());
+  REQUIRE(top["gpus"].size() == 1);
+  CHECK(top["gpus"][0]["processes"].size() == 2);  // the two new ones; the one alone is in no region
+  CHECK(region_files(gpu).size() == 1);
 }
 
 TEST_CASE("processes that ended are gone from the next one's view at once") {

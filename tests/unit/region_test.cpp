@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
@@ -345,20 +346,58 @@ TEST_CASE("a holder killed mid-update leaves the state repaired, not wedged") {
   CHECK((a.region()->header.seq.load() & 1u) == 0);
 }
 
-TEST_CASE("a region of another layout version is refused with a clear reason") {
+TEST_CASE("a region of another layout version that a process uses is refused with a clear reason") {
   TempDir dir;
-  {
-    Arbiter a = open_arbiter(dir.path);
-    a.region()->header.layout_version = kLayoutVersion + 1;
-  }
+  // A process of that version holds a slot (its liveness lock) and stays.
+  LiveChild child([&] {
+    Arbiter arbiter = open_arbiter(dir.path);
+    bool ok = arbiter.claim_slot(identity(8 * kGiB));
+    arbiter.region()->header.layout_version = kLayoutVersion + 1;
+    return ok;
+  });
+  REQUIRE(child.ready());
   RegionFile file;
   char error[kErrorChars] = "";
   RegionAccess access{dir.path.c_str(), nullptr};
   CHECK_FALSE(open_or_create_region(access, kUuid, 8 * kGiB, &file, error, sizeof error));
+  INFO(error);
   CHECK(std::string(error).find("another gshare version") != std::string::npos);
+  CHECK(std::string(error).find("a process of that version uses it") != std::string::npos);
   auto view = snapshot_regions(dir.path);
   REQUIRE(view.size() == 1);
   CHECK_FALSE(view[0].error.empty());
+}
+
+TEST_CASE("a region of another layout version that no process uses is replaced by a new one") {
+  // What an upgrade of gshare leaves in GSHARE_DIR: kept, it would make
+  // every later process run alone on that GPU.
+  TempDir dir;
+  for (const uint32_t foreign : {kLayoutVersion - 1, kLayoutVersion + 1}) {
+    INFO("layout " << foreign);
+    {
+      Arbiter old = open_arbiter(dir.path);
+      REQUIRE(old.claim_slot(identity(8 * kGiB)));
+      REQUIRE(old.reserve(1 * kGiB).status == ReserveStatus::kGranted);
+      // Its process has gone: in this one its liveness lock would not be
+      // seen anyway (a process never sees its own POSIX locks).
+      old.region()->header.layout_version = foreign;
+    }
+    Arbiter a = open_arbiter(dir.path);
+    CHECK(a.region()->header.layout_version == kLayoutVersion);
+    CHECK(a.region()->header.reserved_bytes == 0);  // a new region, not the old one
+    REQUIRE(a.claim_slot(identity(8 * kGiB)));
+    CHECK(a.reserve(8 * kGiB).status == ReserveStatus::kGranted);
+    auto view = snapshot_regions(dir.path);
+    REQUIRE(view.size() == 1);
+    CHECK(view[0].error.empty());
+    // Nothing left beside it: the old file was removed, not renamed.
+    int files = 0;
+    if (DIR* d = opendir(dir.path.c_str())) {
+      while (dirent* e = readdir(d)) files += e->d_name[0] != '.';
+      closedir(d);
+    }
+    CHECK(files == 1);
+  }
 }
 
 TEST_CASE("a truncated or garbage region is refused, never mapped past its end") {
