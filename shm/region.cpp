@@ -218,17 +218,12 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
   return ok;
 }
 
-// A region of another layout version that no process holds (no liveness
-// lock on any of its bytes, shm/liveness.h): what an upgrade of gshare
-// leaves in GSHARE_DIR, which would otherwise make every later process run
-// alone until someone removed the file. `fd` is open on `path`, `st` its
-// fstat. Moves the file aside and removes it, and returns true: the caller
-// looks at the path again. Should the file moved be another than `fd`'s (a
-// new region another process published meanwhile), it is put back. False,
-// with nothing done, for a region of this layout or a file that is not a
-// gshare region; for a foreign region that stays, with why in `kept`.
-bool remove_unused_foreign_region(int fd, const struct stat& st, const char* path, char* kept,
-                                  size_t kept_len) {
+// Whether the file `fd` is a gshare region of another layout version, and
+// whether a process holds it (a liveness lock on any of its bytes,
+// shm/liveness.h). Every layout begins with the magic number and the
+// version, so this needs nothing else of the other layout.
+enum class ForeignRegion { kNot, kInUse, kUnused, kUnknown };
+ForeignRegion foreign_region_use(int fd, uint32_t* version) {
   struct Identity {
     uint64_t magic;
     uint32_t layout_version;
@@ -236,17 +231,44 @@ bool remove_unused_foreign_region(int fd, const struct stat& st, const char* pat
   static_assert(offsetof(RegionHeader, magic) == 0 && offsetof(RegionHeader, layout_version) == 8,
                 "every layout starts with its magic number and version");
   if (!read_exactly(fd, &id, sizeof id, 0) || id.magic != kRegionMagic || id.layout_version == kLayoutVersion)
-    return false;
+    return ForeignRegion::kNot;
+  *version = id.layout_version;
   struct flock any{};
   any.l_type = F_WRLCK;
   any.l_whence = SEEK_SET;  // l_start 0, l_len 0: every byte, to the end and past it
-  if (fcntl(fd, F_GETLK, &any) != 0) {
-    snprintf(kept, kept_len, "whether a process uses it is unknown: %s", strerror(errno));
-    return false;
-  }
-  if (any.l_type != F_UNLCK) {
-    snprintf(kept, kept_len, "a process of that version uses it");
-    return false;
+  if (fcntl(fd, F_GETLK, &any) != 0) return ForeignRegion::kUnknown;
+  return any.l_type == F_UNLCK ? ForeignRegion::kUnused : ForeignRegion::kInUse;
+}
+
+// Appends "; `note`" to the sentence in `error`, if it fits.
+void append_note(char* error, size_t error_len, const char* note) {
+  const size_t used = strlen(error);
+  if (*note && used + 2 < error_len) snprintf(error + used, error_len - used, "; %s", note);
+}
+
+// A region of another layout version that no process holds: what an
+// upgrade of gshare leaves in GSHARE_DIR, which would otherwise make every
+// later process run alone until someone removed the file. `fd` is open on
+// `path`, `st` its fstat. Moves the file aside and removes it, and returns
+// true: the caller looks at the path again. Should the file moved be
+// another than `fd`'s (a new region another process published meanwhile),
+// it is put back. False, with nothing done, for a region of this layout or
+// a file that is not a gshare region; for a foreign region that stays,
+// with why in `kept`.
+bool remove_unused_foreign_region(int fd, const struct stat& st, const char* path, char* kept,
+                                  size_t kept_len) {
+  uint32_t version = 0;
+  switch (foreign_region_use(fd, &version)) {
+    case ForeignRegion::kNot:
+      return false;
+    case ForeignRegion::kInUse:
+      snprintf(kept, kept_len, "a process of that version uses it");
+      return false;
+    case ForeignRegion::kUnknown:
+      snprintf(kept, kept_len, "whether a process uses it is unknown: %s", strerror(errno));
+      return false;
+    case ForeignRegion::kUnused:
+      break;
   }
   char aside[kPathChars];
   timespec now{};
@@ -266,7 +288,7 @@ bool remove_unused_foreign_region(int fd, const struct stat& st, const char* pat
   if (lstat(aside, &moved) == 0 && moved.st_dev == st.st_dev && moved.st_ino == st.st_ino) {
     unlink(aside);
     GSHARE_INFO("removed %s: a region of layout %u that no process used (this library uses layout %u)",
-                path, id.layout_version, kLayoutVersion);
+                path, version, kLayoutVersion);
     return true;
   }
   if (renameat2(AT_FDCWD, aside, AT_FDCWD, path, RENAME_NOREPLACE) != 0)
@@ -443,8 +465,7 @@ bool open_or_create_region(const RegionAccess& access, const char* uuid, uint64_
         continue;
       }
       if (!check_and_map(fd, st, true, out, error, error_len)) {
-        const size_t used = strlen(error);
-        if (*kept && used + 2 < error_len) snprintf(error + used, error_len - used, "; %s", kept);
+        append_note(error, error_len, kept);
         close(fd);
         return false;
       }
@@ -479,6 +500,12 @@ bool open_region_read_only(const char* path, RegionFile* out, char* error, size_
   int fd = open_regular(path, O_RDONLY, &st, error, error_len);
   if (fd < 0) return false;
   if (!check_and_map(fd, st, false, out, error, error_len)) {
+    // What a process that uses gshare would do with a foreign region.
+    uint32_t version = 0;
+    const ForeignRegion use = foreign_region_use(fd, &version);
+    if (use == ForeignRegion::kInUse) append_note(error, error_len, "a process of that version uses it");
+    if (use == ForeignRegion::kUnused)
+      append_note(error, error_len, "no process uses it: the next to start on this GPU replaces it");
     close(fd);
     return false;
   }
