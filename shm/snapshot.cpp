@@ -265,8 +265,10 @@ GpuSnapshot snapshot_region(const std::string& path) {
   return gpu;
 }
 
+// Not a region being created (".tmp.") nor one of another layout being
+// removed (".old.", shm/region.cpp).
 bool is_region_name(const char* name) {
-  return strncmp(name, "gshare-", 7) == 0 && strstr(name, ".tmp.") == nullptr;
+  return strncmp(name, "gshare-", 7) == 0 && strstr(name, ".tmp.") == nullptr && strstr(name, ".old.") == nullptr;
 }
 
 }  // namespace

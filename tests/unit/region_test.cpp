@@ -404,6 +404,13 @@ TEST_CASE("a region of another layout version that no process uses is replaced b
     }
     CHECK(files == 1);
   }
+  // One moved aside and not yet removed is no region to gshare-top.
+  char path[kPathChars];
+  REQUIRE(region_path(dir.path.c_str(), kUuid, path, sizeof path));
+  const std::string aside = std::string(path) + ".old.1.2";
+  REQUIRE(link(path, aside.c_str()) == 0);
+  CHECK(snapshot_regions(dir.path).size() == 1);
+  unlink(aside.c_str());
 }
 
 TEST_CASE("a truncated or garbage region is refused, never mapped past its end") {
