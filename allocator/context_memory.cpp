@@ -60,9 +60,17 @@ bool refresh_context_bytes(Device& device) {
       if (held) unlock_movable_memory();
     }
   } unlock{paging};
+  // NVML's figure and gshare's must be of one moment. A free that lands
+  // between them (the driver's memory gone, then the account's) would count
+  // the freed bytes as context until the next refresh, and a job that gave
+  // a 5 GiB cache back was then refused 5 GiB over its quota. gshare's
+  // figure is read on both sides of NVML's: if it moved, look again at the
+  // next tick (reported as a change, which keeps refreshes frequent).
+  const uint64_t allocated_before = device.account.allocated_bytes();
   uint64_t held = 0;
   if (!process_bytes_from_nvml(device, &held)) return false;
-  uint64_t allocated = device.account.allocated_bytes();
+  const uint64_t allocated = device.account.allocated_bytes();
+  if (allocated != allocated_before) return true;
   uint64_t context = held > allocated ? held - allocated : 0;
   shm::Slot* slot = device.account.slot();
   bool changed = !slot || slot->context_bytes != context;

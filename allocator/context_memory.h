@@ -17,7 +17,8 @@ namespace gshare::allocator {
 
 struct Device;
 
-// Returns whether the figure changed.
+// Returns whether the figure changed, or could not be measured now because
+// this process allocated or freed meanwhile (either way: look again soon).
 bool refresh_context_bytes(Device& device);
 
 }  // namespace gshare::allocator

@@ -3,8 +3,10 @@
 // use and the process list from the same shared device files, so it works
 // whether or not the fake libcuda is loaded in this process.
 #include <strings.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -111,6 +113,9 @@ nvmlReturn_t running_processes(nvmlDevice_t h, unsigned int* infoCount, Info* in
   if (d == nullptr) return rc;
   if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   const std::vector<fakegpu::ProcessUsage> procs = d->file.processes();
+  // A real listing takes hundreds of microseconds after it has read the
+  // figures (180-700 us on an H200): what it returns may be stale by then.
+  if (const char* us = std::getenv("FAKE_NVML_LIST_US")) usleep(useconds_t(std::strtoul(us, nullptr, 10)));
   const unsigned int needed = static_cast<unsigned int>(procs.size());
   if (*infoCount < needed || (needed > 0 && infos == nullptr)) {
     *infoCount = needed;

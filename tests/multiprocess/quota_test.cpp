@@ -129,3 +129,38 @@ TEST_CASE("destroying a context gives its allocations back") {
   REQUIRE(client.send("init") == "init ok");
   CHECK(client.send("alloc 800M") == "alloc ok a1");
 }
+
+TEST_CASE("memory freed while NVML lists the GPU's processes is never counted as context memory") {
+  // The context memory is NVML's figure for the process less what gshare
+  // counts as allocated (allocator/context_memory.h). Read a moment apart,
+  // a free between them made the freed bytes context until the next
+  // refresh: a job that had given a 5 GiB cache back was refused its next
+  // 5 GiB over its quota. Here NVML's listing takes 25 ms after it has read
+  // the figures, and the job holds 2 GiB for 25 ms, then nothing for 25 ms,
+  // over and over: without the fix about every other refresh (one a
+  // second while the figure moves) read 2 GiB of context.
+  TestGpu gpu(8 * kGiB);
+  Client job(gpu, {{"FAKE_NVML_LIST_US", "25000"}});
+  REQUIRE(job.send("init") == "init ok");
+  job.post("allocloop 2G 25 25");
+  uint64_t most = 0;
+  int samples = 0;
+  const uint64_t until = monotonic_ns() + 7'000'000'000ull;
+  while (monotonic_ns() < until) {
+    const nlohmann::json p = gpu.top_process(job.pid());
+    if (p.is_object()) {
+      most = std::max(most, p["context_bytes"].get<uint64_t>());
+      ++samples;
+    }
+    usleep(100'000);
+  }
+  INFO(samples << " samples, the most context seen " << most);
+  CHECK(samples >= 10);
+  CHECK(most <= kFakeContextBytes);
+  CHECK(words(job.release(20)).at(1) == "ok");
+  // Once the job stops allocating, its context is measured as before.
+  const nlohmann::json settled = await_process(gpu, job.pid(), "the context measured", [](const nlohmann::json& p) {
+    return p["context_bytes"].get<uint64_t>() == kFakeContextBytes;
+  });
+  CHECK(settled["context_bytes"].get<uint64_t>() == kFakeContextBytes);
+}

@@ -16,6 +16,8 @@
 //   vmm SIZE [NAME] | vmmfree NAME | meminfo | totalmem | nvmlmem |
 //   launch COUNT MICROS | sync | fill CHUNK | reset | fork | sleep SECONDS |
 //   pid | release | lastiters | exit |
+//   allocloop SIZE HOLD_MS GAP_MS   allocates SIZE, holds it HOLD_MS, frees it,
+//       waits GAP_MS, and again until released: "allocloop ok ROUNDS" |
 //   train ITERS KERNELS MICROS sync|copy|acopy|nosync GAP_MICROS   a training-like
 //       loop: each iteration launches KERNELS spin kernels, each a different
 //       function (gshare_spin_0, _1, ...), of MICROS each; then syncs the
@@ -351,6 +353,20 @@ std::string run(const std::vector<std::string>& a) {
       g_named[name] = p;
       out << cmd << " ok " << name;
     }
+  } else if (cmd == "allocloop") {
+    // allocloop SIZE HOLD_MS GAP_MS: allocate, hold, free, wait, until released.
+    const uint64_t size = parse_size(a.at(1));
+    const auto hold = std::chrono::milliseconds(std::stol(a.at(2)));
+    const auto gap = std::chrono::milliseconds(std::stol(a.at(3)));
+    long rounds = 0;
+    for (; !released(); ++rounds) {
+      CUdeviceptr p = 0;
+      if (!result(g_api.mem_alloc(&p, size))) return out.str();
+      std::this_thread::sleep_for(hold);
+      if (!result(g_api.mem_free(p))) return out.str();
+      std::this_thread::sleep_for(gap);
+    }
+    out << "allocloop ok " << rounds;
   } else if (cmd == "pitch") {
     CUdeviceptr p = 0;
     size_t pitch = 0;
