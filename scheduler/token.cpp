@@ -580,6 +580,12 @@ bool any_beside_locked(const Region& r, int k) {
   return false;
 }
 
+// Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS on, and
+// host-bound by its own measure (runtime/host_bound.h).
+bool wants_shared_turn(const Slot& s) {
+  return s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
+}
+
 // Who may share a turn of token `k` now (token.h, beside): what every
 // such decision needs, gathered once under the lock.
 class TurnSharing {
@@ -611,7 +617,7 @@ class TurnSharing {
 
  private:
   static bool asks_to_share(const Slot& s) {
-    return s.state == shm::kSlotLive && s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
+    return s.state == shm::kSlotLive && wants_shared_turn(s);
   }
 
   // Turns are shared only under fair, without paging (a job beside would
@@ -699,7 +705,7 @@ bool join_turn_locked(Arbiter& arbiter, int k, uint64_t now) {
   Region& r = *arbiter.region();
   const int own = arbiter.own_slot();
   const Slot& me = r.slots[own];
-  if (!me.shares_turns || me.beside || (me.gate.load(std::memory_order_relaxed) & shm::kGateOpen)) return false;
+  if (!wants_shared_turn(me) || me.beside || (me.gate.load(std::memory_order_relaxed) & shm::kGateOpen)) return false;
   const int holder = holder_slot_locked(arbiter, k);
   if (holder < 0 || holder == own || !(r.slots[holder].gate.load(std::memory_order_relaxed) & shm::kGateOpen))
     return false;
@@ -716,7 +722,7 @@ bool join_turn_locked(Arbiter& arbiter, int k, uint64_t now) {
 void stay_beside_locked(Arbiter& arbiter, int k, int old, uint64_t now) {
   Region& r = *arbiter.region();
   const int holder = holder_slot_locked(arbiter, k);
-  if (old < 0 || holder < 0 || holder == old || !r.slots[old].shares_turns) return;
+  if (old < 0 || holder < 0 || holder == old || !wants_shared_turn(r.slots[old])) return;
   const TurnSharing sharing(r, k);
   if (sharing.together(holder, old)) begin_beside_locked(r, old, now);
 }
@@ -821,7 +827,7 @@ void grant_locked(Arbiter& arbiter, int k, JobTable& t, int index, shm::JobState
   // Jobs beside the last holder go on only beside one that shares its turn
   // too; those waiting that could share it join it.
   settle_beside_locked(arbiter, k, now);
-  if (s.host_bound.load(std::memory_order_relaxed) && s.shares_turns) wake_sharers_locked(r, k, job.id);
+  if (wants_shared_turn(s)) wake_sharers_locked(r, k, job.id);
 }
 
 // Whom a waiter found idle: the holder it watched, as of which grant. The
@@ -1341,9 +1347,7 @@ bool wait_for_token(Arbiter& arbiter, void (*while_waiting)(), uint64_t deadline
         idle_left = std::min(idle_left, lend_left);
       }
       // A host-bound job may join a host-bound holder's turn (shared turns).
-      const bool could_join = me.shares_turns && h_slot.shares_turns &&
-                              me.host_bound.load(std::memory_order_relaxed) &&
-                              h_slot.host_bound.load(std::memory_order_relaxed);
+      const bool could_join = wants_shared_turn(me) && wants_shared_turn(h_slot);
       decide = decide || idle || on_host || could_join || slice_end_unasked(token, r.slots[holder], now);
     }
     if (decide) {
