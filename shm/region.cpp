@@ -152,7 +152,7 @@ bool publish_new_region(const RegionAccess& access, const char* uuid, uint64_t c
   // An unpredictable name, created exclusively: nobody can plant a file or
   // a symlink at it beforehand to redirect the creation or block it.
   char temp[kPathChars];
-  int n = snprintf(temp, sizeof temp, "%s.tmp.XXXXXX", path);
+  int n = snprintf(temp, sizeof temp, "%s%sXXXXXX", path, kCreatingMark);
   if (n < 0 || size_t(n) >= sizeof temp) {
     snprintf(error, error_len, "region path too long in GSHARE_DIR=%s", access.dir);
     return false;
@@ -273,7 +273,7 @@ bool remove_unused_foreign_region(int fd, const struct stat& st, const char* pat
   char aside[kPathChars];
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
-  int n = snprintf(aside, sizeof aside, "%s.old.%d.%llx", path, int(getpid()),
+  int n = snprintf(aside, sizeof aside, "%s%s%d.%llx", path, kRemovingMark, int(getpid()),
                    static_cast<unsigned long long>(now.tv_sec) * 1000000000ull + unsigned(now.tv_nsec));
   if (n < 0 || size_t(n) >= sizeof aside) {
     snprintf(kept, kept_len, "no process uses it, but its path is too long to move it aside");

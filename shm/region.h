@@ -44,6 +44,12 @@ struct RegionFile {
 // "<dir>/gshare-<uuid>". False if it does not fit.
 bool region_path(const char* dir, const char* uuid, char* out, size_t out_len);
 
+// Beside a region's path, what is no region to read: a region being
+// created ("<path>.tmp.<random>") and one of another layout being removed
+// ("<path>.old.<pid>.<time>").
+inline constexpr const char* kCreatingMark = ".tmp.";
+inline constexpr const char* kRemovingMark = ".old.";
+
 // Opens the region of GPU `uuid`, creating it with `capacity_bytes` if it does
 // not exist. On failure (foreign version, corrupt, a lock word that is not
 // plausible, permissions, a file the caller may not trust) returns false and

@@ -265,10 +265,11 @@ GpuSnapshot snapshot_region(const std::string& path) {
   return gpu;
 }
 
-// Not a region being created (".tmp.") nor one of another layout being
-// removed (".old.", shm/region.cpp).
+// Not a region being created nor one of another layout being removed
+// (shm/region.h).
 bool is_region_name(const char* name) {
-  return strncmp(name, "gshare-", 7) == 0 && strstr(name, ".tmp.") == nullptr && strstr(name, ".old.") == nullptr;
+  return strncmp(name, "gshare-", 7) == 0 && strstr(name, kCreatingMark) == nullptr &&
+         strstr(name, kRemovingMark) == nullptr;
 }
 
 }  // namespace
