@@ -43,6 +43,8 @@ void fill_driver() {
   look_up(h, &g_api.event_record, "cuEventRecord");
   look_up(h, &g_api.event_synchronize, "cuEventSynchronize");
   look_up(h, &g_api.event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
+  look_up(h, &g_api.event_query, "cuEventQuery");
+  look_up(h, &g_api.event_elapsed_time, "cuEventElapsedTime_v2", "cuEventElapsedTime");
   look_up(h, &g_api.stream_is_capturing, "cuStreamIsCapturing");
   look_up(h, &g_api.mem_get_allocation_granularity, "cuMemGetAllocationGranularity");
   look_up(h, &g_api.mem_address_reserve, "cuMemAddressReserve");

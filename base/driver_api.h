@@ -31,6 +31,9 @@ struct DriverApi {
   CUresult (*event_record)(CUevent, CUstream);
   CUresult (*event_synchronize)(CUevent);
   CUresult (*event_destroy)(CUevent);
+  // How busy a job keeps the GPU (runtime/gpu_busy.h): timed events.
+  CUresult (*event_query)(CUevent);
+  CUresult (*event_elapsed_time)(float*, CUevent, CUevent);
 
   // Paging (allocator/movable_memory.h, allocator/pager.h): movable
   // allocations are reserved address space backed by physical memory that

@@ -154,6 +154,22 @@ inline constexpr uint32_t kHostBoundStreak = 4;
 inline constexpr double kHostBoundLeaveShare = 0.5;
 inline constexpr uint64_t kHostBoundJudgeNs = 50'000'000;
 inline constexpr uint64_t kHostBoundMinWaits = 10;
+// The GPU-time measure behind it (runtime/gpu_busy.h): a job's kernels'
+// share of a stretch of its launches in its own turn, timed by events
+// around each launch. Host-bound needs a share under kHostBoundBusy, and
+// a share over kHostBoundLeaveBusy ends it. A stretch lasts
+// kGpuBusyStretchNs and kGpuBusyMinPairs launches, or kGpuBusyPairs
+// launches: several steps of a job whose steps are host time. One cut
+// short by the job's turn counts with kGpuBusyMinPairs. One starts every
+// kGpuBusyEveryNs. On an H200, NVML's per-process utilization could not
+// serve: each of four jobs time-sliced natively read 99%, and each under
+// gshare's exclusive turns about what the GPU as a whole was busy.
+inline constexpr uint32_t kHostBoundBusy = 300;       // thousandths
+inline constexpr uint32_t kHostBoundLeaveBusy = 600;  // thousandths
+inline constexpr uint64_t kGpuBusyStretchNs = 10'000'000;
+inline constexpr uint32_t kGpuBusyPairs = 256;
+inline constexpr uint32_t kGpuBusyMinPairs = 4;
+inline constexpr uint64_t kGpuBusyEveryNs = 1'000'000'000;
 // srtf's estimate of the GPU time a job still needs. A job that gave its
 // iteration count but has not run long enough for its iteration time to be
 // measured counts as shortest for its first kProbeNs of GPU time: it gets a

@@ -1,19 +1,19 @@
 // Whether a job's host work leaves the GPU mostly idle: the rule behind
 // shared turns (scheduler/token.h, docs/DESIGN.md §7.9).
 //
-// A job that waits for the GPU (a host sync, a copy that waits for its
-// kernels) for much of the time it runs keeps the GPU busy: its turns are
-// its own. One whose waits are a small share of it spends its time on the
-// host, launching kernels the GPU finishes faster than they come (Python
-// between small kernels, a data pipeline, an environment step): turns
-// alone would leave the GPU idle, so it may run beside other such jobs.
-// The share is a lower bound of the GPU's use: a job whose launches keep
-// pace with its kernels waits little at its syncs and still keeps the GPU
-// busy (PyTorch training steps of 3 ms on an H200 waited 9% to 62% of the
-// time they ran, from one judgement to the next). So a job becomes
-// host-bound only after several judgements in a row well under the limit,
-// and stays so until its waits pass a much higher one. Pure code: the
-// upkeep thread feeds it (runtime/host_bound.h), the unit tests call it.
+// Two measures must agree. Its waits for the GPU (a host sync, a copy that
+// waits for its kernels): a job that waits for much of the time it runs
+// keeps the GPU busy. And its kernels' time on the GPU in its own turns
+// (runtime/gpu_busy.h): waits alone cannot tell a job whose launches keep
+// pace with its kernels, the GPU busy throughout and its syncs short
+// (PyTorch training steps of 3 ms on an H200 waited 9% to 62% of the time
+// they ran, from one judgement to the next), from one whose kernels are
+// done long before its next launch (Python between small kernels, a data
+// pipeline, an environment step). A job is host-bound after several
+// judgements in a row with waits well under the limit and a GPU share
+// under kHostBoundBusy, and stays so until its waits pass a much higher
+// limit or its GPU share passes kHostBoundLeaveBusy. Pure code: the upkeep
+// thread feeds it (runtime/host_bound.h), the unit tests call it.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +30,11 @@ struct HostBoundState {
 // One judgement over a window in which the job ran for `run_ns` (the
 // window's length less its waits for the token: its token time, and its
 // host work after its token was lent or its turn ended), `wait_ns` of it
-// waiting for the GPU in `waits` waits. Returns false, changing nothing,
-// while the window holds too little running time to say.
-inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wait_ns, uint64_t waits) {
+// waiting for the GPU in `waits` waits; `busy_permille` is its latest GPU
+// share in thousandths, 0 while not measured. Returns false, changing
+// nothing, while the window holds too little running time to say.
+inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wait_ns, uint64_t waits,
+                             uint32_t busy_permille) {
   if (run_ns < tunables::kHostBoundJudgeNs) return false;
   // Too few waits to know where its work goes: a job that never syncs may
   // keep the GPU full through queued launches.
@@ -42,12 +44,14 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
   }
   const double share = double(wait_ns) / double(run_ns);
   if (state->host_bound) {
-    state->host_bound = share < tunables::kHostBoundLeaveShare;
+    state->host_bound = share < tunables::kHostBoundLeaveShare && busy_permille <= tunables::kHostBoundLeaveBusy;
     if (!state->host_bound) state->streak = 0;
     return true;
   }
   state->streak = share < tunables::kHostBoundShare ? state->streak + 1 : 0;
-  state->host_bound = state->streak >= tunables::kHostBoundStreak;
+  // Not measured on the GPU yet: not host-bound, whatever its waits say.
+  const bool idle_gpu = busy_permille != 0 && busy_permille < tunables::kHostBoundBusy;
+  state->host_bound = state->streak >= tunables::kHostBoundStreak && idle_gpu;
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include "allocator/devices.h"
 #include "base/clock.h"
 #include "rules/host_bound.h"
+#include "runtime/gpu_busy.h"
 #include "scheduler/token.h"
 
 namespace gshare::runtime {
@@ -45,11 +46,25 @@ void uncount_current_wait() {
   if (t_depth > 0) t_began = 0;
 }
 
+namespace {
+// The GPU share is measured only where it is used: a job that asks to
+// share turns, on its only GPU. A stretch is armed only while the job runs
+// no shared turn (beside, its launches would be detoured for nothing: only
+// its own turns are timed).
+void measure_gpu_busy(shm::Slot& slot, uint64_t now) {
+  if (!slot.shares_turns || allocator::only_slot() != &slot) return;
+  uint32_t permille = 0;
+  if (collect_gpu_busy(&permille)) slot.gpu_busy_permille.store(permille, std::memory_order_relaxed);
+  if (!__atomic_load_n(&slot.beside, __ATOMIC_RELAXED)) arm_gpu_busy_sample(now);
+}
+}  // namespace
+
 void judge_host_bound(int ordinal, shm::Slot& slot) {
   const bool was = slot.host_bound.load(std::memory_order_relaxed) != 0;
   if (ordinal < 0 || ordinal >= allocator::kMaxDevices) return;
   Window& w = g_windows[ordinal];
   const uint64_t at = mono_now_ns();
+  measure_gpu_busy(slot, at);
   Window now{&slot, at, scheduler::token_wait_ns_of_process(at), g_wait_ns.load(std::memory_order_relaxed),
              g_waits.load(std::memory_order_relaxed), w.state};
   if (w.slot != &slot) {
@@ -71,7 +86,9 @@ void judge_host_bound(int ordinal, shm::Slot& slot) {
   const uint64_t token_waits = now.token_wait_ns > w.token_wait_ns ? now.token_wait_ns - w.token_wait_ns : 0;
   const uint64_t ran = elapsed > token_waits ? elapsed - token_waits : 0;
   const uint64_t gpu_waits = now.wait_ns - w.wait_ns;
-  if (!rules::judge_host_bound(&now.state, ran, gpu_waits, now.waits - w.waits)) return;
+  if (!rules::judge_host_bound(&now.state, ran, gpu_waits, now.waits - w.waits,
+                              slot.gpu_busy_permille.load(std::memory_order_relaxed)))
+    return;
   w = now;
   slot.gpu_wait_permille.store(uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / ran)), std::memory_order_relaxed);
   if (now.state.host_bound != was) slot.host_bound.store(now.state.host_bound ? 1 : 0, std::memory_order_relaxed);

@@ -14,6 +14,7 @@
 #include "base/tunables.h"
 #include "scheduler/iterations.h"
 #include "scheduler/token.h"
+#include "runtime/gpu_busy.h"
 #include "runtime/host_bound.h"
 #include "runtime/switch_cost.h"
 #include "shm/region.h"
@@ -176,6 +177,7 @@ void forget_launch_state_after_fork() {
   iterations::forget_after_fork();
   forget_switch_cost_after_fork();
   forget_token_waits_after_fork();
+  forget_gpu_busy_after_fork();
 }
 
 LaunchTicket before_launch_slow(CUstream stream, const void* function) {
@@ -188,6 +190,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
   if (!slot) return ticket;  // alone on the GPU (see allocator/device_account.h)
   shm::Arbiter& arbiter = device->account.arbiter();
   uint32_t gate;
+  bool waited = false;  // for the token, or a switch's first launch: not a stretch of its own turn
   // Under paging the job's memory must be on the GPU before it launches:
   // paging in comes after the token (the job comes back in its turn) and
   // before the switch's first launch, whose cost then includes it, so that
@@ -202,9 +205,11 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
     if (!(gate & shm::kGateOpen)) {
       leave_gate();
       wait_for_token(arbiter, allocator::answer_release_requests_from_hook);
+      waited = true;
     } else if ((gate & shm::kGateYield) && slice_may_end_here(arbiter, slot, function) && yield_stands(arbiter)) {
       leave_gate();
       hand_over(arbiter, slot);
+      waited = true;
     } else if (allocator::paging_enabled() && !ticket.work.entered) {
       ticket.work = allocator::begin_device_work();
       if (!ticket.work.entered) {
@@ -217,6 +222,7 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
       // again: the token may have moved while we took the lock.
       begin_switch_cost(slot, note_first_launch(arbiter, mono_now_ns()));
       note_switched_in();
+      waited = true;
     } else {
       break;
     }
@@ -227,12 +233,20 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
     wait_for_in_flight_room(slot);
     ticket.bounded = true;
   }
+  // Timed only alone in its own turn: in a shared turn, others' kernels
+  // would count as its own; after a wait, the last holder's tail.
+  if (gpu_busy_armed()) {
+    const bool own_turn = !waited && gate == shm::kGateOpen && allocator::only_slot() == slot &&
+                          !turn_shared_now(arbiter);
+    ticket.busy_pair = gpu_busy_before_launch(stream, own_turn);
+  }
   return ticket;
 }
 
 void after_launch_slow(const LaunchTicket& ticket, CUstream stream, CUresult result) {
   allocator::end_device_work(ticket.work);
   if (ticket.bounded && result == CUDA_SUCCESS) note_in_flight(stream);
+  if (ticket.busy_pair >= 0) gpu_busy_after_launch(ticket.busy_pair, stream, result == CUDA_SUCCESS);
 }
 
 // A holder asked to yield that syncs at an iteration boundary hands over

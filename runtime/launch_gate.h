@@ -42,6 +42,7 @@ inline bool launch_fast_path() {
 // What the slow path must do after the driver call.
 struct LaunchTicket {
   bool bounded = false;  // record an event: priority's bound on in-flight work
+  int busy_pair = -1;    // timed on the GPU (runtime/gpu_busy.h): its events
   allocator::DeviceWork work;  // the pager's gate (allocator/pager.h)
   // Not CUDA_SUCCESS: the launch must not be made (its memory could not be
   // paged back in), and the hook returns this.

@@ -7,8 +7,10 @@
 #include <new>
 
 #include "base/clock.h"
+#include "base/cpus.h"
 #include "base/log.h"
 #include "base/tunables.h"
+#include "rules/turn_room.h"
 #include "shm/futex.h"
 #include "shm/host_room.h"
 #include "shm/lane_space.h"
@@ -593,6 +595,19 @@ class TurnSharing {
   TurnSharing(const Region& r, int k) : r_(r), k_(k) {
     count_lane_members(r, members_);
     open_ = k == 0 && region_policy(r.header) == Policy::kFair && page_in_rate(r) == 0 && no_sharer_shares_lane();
+    for (uint32_t i = 0; i < kMaxSlots; ++i) {
+      const Slot& s = r.slots[i];
+      if (!s.beside || s.state != shm::kSlotLive || token_index(r, int(i)) != k) continue;
+      beside_++;
+      beside_busy_ += gpu_busy(s);
+    }
+  }
+
+  // Whether the job of `joiner` fits in the turn of `holder` beside the
+  // jobs already there (rules/turn_room.h).
+  bool has_room(int holder, int joiner) const {
+    const uint64_t busy = beside_busy_ + gpu_busy(r_.slots[holder]) + gpu_busy(r_.slots[joiner]);
+    return rules::turn_has_room(beside_ + 2, usable_cpus(), busy);
   }
 
   // Whether the job of `slot` may share a turn with others: with
@@ -615,10 +630,15 @@ class TurnSharing {
     return allows(a) && allows(b) && r_.slots[a].weight == r_.slots[b].weight;
   }
 
+  uint32_t beside() const { return beside_; }
+  uint64_t beside_busy() const { return beside_busy_; }
+
  private:
   static bool asks_to_share(const Slot& s) {
     return s.state == shm::kSlotLive && wants_shared_turn(s);
   }
+
+  static uint64_t gpu_busy(const Slot& s) { return s.gpu_busy_permille.load(std::memory_order_relaxed); }
 
   // Turns are shared only under fair, without paging (a job beside would
   // need its memory resident), and while no host-bound job that asks to
@@ -640,6 +660,8 @@ class TurnSharing {
   int k_;
   uint32_t members_[shm::kMaxLanes];
   bool open_ = false;
+  uint32_t beside_ = 0;       // jobs beside the holder of token k_
+  uint64_t beside_busy_ = 0;  // their GPU shares, thousandths
 };
 
 // The job of `slot` runs beside the holder from `now`: its gate opens, and
@@ -686,14 +708,28 @@ void settle_beside_locked(Arbiter& arbiter, int k, uint64_t now) {
 }
 
 // Wakes the waiters of token `k` that could run beside its holder, the
-// job of `holder`: each joins it at its own decision (join_turn_locked).
+// job of `holder`, as many as the turn has room for, least fair time
+// first: each joins it at its own decision (join_turn_locked).
 void wake_sharers_locked(Region& r, int k, int holder) {
   const TurnSharing sharing(r, k);
-  uint32_t bits = 0;
+  int candidates[kMaxSlots];
+  int n = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     const Slot& s = r.slots[i];
     if (s.state != shm::kSlotLive || s.beside || s.token_waits.load(std::memory_order_relaxed) == 0) continue;
-    if (token_index(r, int(i)) == k && sharing.together(holder, int(i))) bits |= shm::waiter_bit(int(i));
+    if (token_index(r, int(i)) == k && sharing.together(holder, int(i))) candidates[n++] = int(i);
+  }
+  std::sort(candidates, candidates + n, [&](int a, int b) { return r.slots[a].vtime_ns < r.slots[b].vtime_ns; });
+  // Those the turn has room for, as if each joined in this order.
+  uint32_t jobs = 1 + sharing.beside();
+  uint64_t busy = sharing.beside_busy() + r.slots[holder].gpu_busy_permille.load(std::memory_order_relaxed);
+  uint32_t bits = 0;
+  for (int j = 0; j < n; ++j) {
+    const uint64_t more = r.slots[candidates[j]].gpu_busy_permille.load(std::memory_order_relaxed);
+    if (!rules::turn_has_room(jobs + 1, usable_cpus(), busy + more)) continue;
+    jobs++;
+    busy += more;
+    bits |= shm::waiter_bit(candidates[j]);
   }
   if (bits) shm::wake_waiters_with(r.header, bits);
 }
@@ -710,7 +746,7 @@ bool join_turn_locked(Arbiter& arbiter, int k, uint64_t now) {
   if (holder < 0 || holder == own || !(r.slots[holder].gate.load(std::memory_order_relaxed) & shm::kGateOpen))
     return false;
   const TurnSharing sharing(r, k);
-  if (!sharing.together(holder, own)) return false;
+  if (!sharing.together(holder, own) || !sharing.has_room(holder, own)) return false;
   begin_beside_locked(r, own, now);
   GSHARE_DEBUG("token %d: runs beside pid %d in its turn", k, int(r.slots[holder].pid));
   return true;
@@ -724,7 +760,7 @@ void stay_beside_locked(Arbiter& arbiter, int k, int old, uint64_t now) {
   const int holder = holder_slot_locked(arbiter, k);
   if (old < 0 || holder < 0 || holder == old || !wants_shared_turn(r.slots[old])) return;
   const TurnSharing sharing(r, k);
-  if (sharing.together(holder, old)) begin_beside_locked(r, old, now);
+  if (sharing.together(holder, old) && sharing.has_room(holder, old)) begin_beside_locked(r, old, now);
 }
 
 // A turn is as long as the holder's switch cost says now (`turn`), not
@@ -1650,6 +1686,18 @@ bool holds_token(const Arbiter& arbiter) {
   if (token.holder == uint32_t(own) + 1 && token.holder_generation == r.slots[own].generation) return true;
   const Slot& me = r.slots[own];
   return __atomic_load_n(&me.beside, __ATOMIC_RELAXED) && (me.gate.load(std::memory_order_relaxed) & shm::kGateOpen);
+}
+
+bool turn_shared_now(const Arbiter& arbiter) {
+  const Region& r = *arbiter.region();
+  const int k = token_index(r, arbiter.own_slot());
+  for (uint32_t i = 0; i < kMaxSlots; ++i) {
+    const Slot& s = r.slots[i];
+    if (__atomic_load_n(&s.beside, __ATOMIC_RELAXED) && __atomic_load_n(&s.state, __ATOMIC_RELAXED) == shm::kSlotLive &&
+        token_index(r, int(i)) == k)
+      return true;
+  }
+  return false;
 }
 
 const shm::Token& own_token(const Arbiter& arbiter) {

@@ -161,6 +161,11 @@ bool holder_pages_in(const shm::Arbiter& arbiter);
 // read: for decisions the owner alone makes about itself).
 bool holds_token(const shm::Arbiter& arbiter);
 
+// Whether any job shares a turn of this job's token now: runs beside its
+// holder (this job too). A racy read, without the lock: for measures that
+// others' kernels would spoil (runtime/gpu_busy.h).
+bool turn_shared_now(const shm::Arbiter& arbiter);
+
 // The token this job launches under.
 const shm::Token& own_token(const shm::Arbiter& arbiter);
 

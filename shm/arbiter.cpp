@@ -121,6 +121,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.host_bound.store(0, std::memory_order_relaxed);
     s.beside = 0;
     s.gpu_wait_permille.store(0, std::memory_order_relaxed);
+    s.gpu_busy_permille.store(0, std::memory_order_relaxed);
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);

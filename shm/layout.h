@@ -268,6 +268,10 @@ struct alignas(64) Slot {
   // Owner, no lock: the share of the time it ran that it waited for the
   // GPU, in thousandths, at its latest judgement (gshare-top).
   std::atomic<uint32_t> gpu_wait_permille;
+  // Owner, no lock: how busy its kernels kept the GPU in its own turns, in
+  // thousandths, at its latest measure (runtime/gpu_busy.h), at least 1
+  // once measured; 0: not measured yet (never shares a turn).
+  std::atomic<uint32_t> gpu_busy_permille;
 };
 static_assert(sizeof(Slot) == 768, "Slot layout changed: bump kLayoutVersion");
 

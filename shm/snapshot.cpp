@@ -167,6 +167,7 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
   p->beside = s.beside != 0;
   p->host_bound = s.host_bound.load(std::memory_order_relaxed) != 0;
   p->gpu_wait_share = std::min(1.0, s.gpu_wait_permille.load(std::memory_order_relaxed) / 1000.0);
+  p->gpu_busy_share = std::min(1.0, s.gpu_busy_permille.load(std::memory_order_relaxed) / 1000.0);
   p->weight = s.weight;
   p->priority = s.priority;
   p->handover_mode = handover_mode_name(s.handover_mode);

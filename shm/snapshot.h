@@ -42,6 +42,7 @@ struct ProcessSnapshot {
   bool beside = false;             // runs beside the holder, in its turn (shared turns)
   bool host_bound = false;         // its waits for the GPU are a small share of the time it runs
   double gpu_wait_share = 0;       // that share at its latest judgement, 0..1
+  double gpu_busy_share = 0;       // its kernels' share of its own turns, 0..1; 0: not measured
   uint32_t weight = 0;             // GSHARE_WEIGHT
   int32_t priority = 0;            // GSHARE_PRIORITY
   std::string handover_mode;       // "overlap", "strict" or "unknown"

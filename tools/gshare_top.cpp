@@ -65,9 +65,13 @@
 //          "holds_token": B,            holds a launch token now (pack: its lane's)
 //          "beside": B,                 runs beside the holder, in its turn (shared turns)
 //          "host_bound": B,             its waits for the GPU stayed under a tenth of the
-//                                       time it runs: it may share turns (fair,
-//                                       GSHARE_SHARED_TURNS=on)
+//                                       time it runs and its kernels kept the GPU busy
+//                                       under 0.3 of its own turns: it may share turns
+//                                       (fair, GSHARE_SHARED_TURNS=on)
 //          "gpu_wait_share": X,         0..1: that share at its latest judgement
+//          "gpu_busy_share": X,         0..1: its kernels' share of a stretch of its own
+//                                       turns, timed on the GPU; 0: not measured (it
+//                                       asks to share turns only then)
 //          "gpu_share_10s": X,          0..1: share of the last 10 s it held the token
 //                                       (of its lifetime, at least 1 s, if younger)
 //          "served_ms": X,              total time it held the token

@@ -74,6 +74,7 @@ Json process_json(const ProcessView& row) {
       {"beside", p.beside},
       {"host_bound", p.host_bound},
       {"gpu_wait_share", rounded(p.gpu_wait_share, 1e3)},
+      {"gpu_busy_share", rounded(p.gpu_busy_share, 1e3)},
       {"gpu_share_10s", rounded(p.share_10s, 1e4)},
       {"served_ms", milliseconds(p.served_ns)},
       {"vtime_ms", milliseconds(p.vtime_ns)},

@@ -18,16 +18,18 @@
 //   pid | release | lastiters | exit |
 //   allocloop SIZE HOLD_MS GAP_MS   allocates SIZE, holds it HOLD_MS, frees it,
 //       waits GAP_MS, and again until released: "allocloop ok ROUNDS" |
-//   train ITERS KERNELS MICROS sync|copy|acopy|nosync GAP_MICROS   a training-like
+//   train ITERS KERNELS MICROS sync|copy|acopy|nosync|paced GAP_MICROS   a training-like
 //       loop: each iteration launches KERNELS spin kernels, each a different
 //       function (gshare_spin_0, _1, ...), of MICROS each; then syncs the
 //       context (sync), reads 4 bytes back with cuMemcpyDtoH (copy, like a
 //       loss read with cudaMemcpy), with cuMemcpyDtoHAsync into pageable
 //       memory and a stream sync (acopy, as PyTorch's `.item()`: the copy
 //       itself waits for the kernels) or neither, then spends GAP_MICROS on
-//       the host. Replies
+//       the host; with paced, it spends GAP_MICROS on the host first and
+//       then syncs (launches that keep pace with their kernels: the GPU
+//       stays busy, the sync waits little). Replies
 //       "train ok ITERATIONS ELAPSED_MS".
-//   trainfor SECONDS KERNELS MICROS sync|nosync GAP_MICROS   the same loop
+//   trainfor SECONDS KERNELS MICROS MODE GAP_MICROS   the same loop
 //       for a wall-clock time instead of a count, or until released.
 //   lastiters   the shortest and longest of the iterations that ended in
 //       the last half second (at least the last 10) of the last train,
@@ -319,6 +321,11 @@ long train_loop(long iterations, double until, int kernels, unsigned long long m
         return -1;
     }
     float value;
+    if (mode == "paced") {
+      std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+      if ((*error = g_api.ctx_synchronize()) != CUDA_SUCCESS) return -1;
+      continue;
+    }
     if (mode == "sync" && (*error = g_api.ctx_synchronize()) != CUDA_SUCCESS) return -1;
     if (mode == "copy" && (*error = g_api.memcpy_dtoh(&value, loss, sizeof value)) != CUDA_SUCCESS)
       return -1;

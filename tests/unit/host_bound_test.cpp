@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "rules/host_bound.h"
+#include "rules/turn_room.h"
 
 using gshare::rules::HostBoundState;
 using gshare::rules::judge_host_bound;
@@ -9,16 +10,17 @@ using gshare::rules::judge_host_bound;
 namespace {
 constexpr uint64_t kMs = 1'000'000;
 
-// `n` judgements of 100 ms running time with `wait_ms` of waits each.
-HostBoundState judged(HostBoundState s, int n, uint64_t wait_ms, uint64_t waits = 20) {
-  for (int i = 0; i < n; ++i) REQUIRE(judge_host_bound(&s, 100 * kMs, wait_ms * kMs, waits));
+// `n` judgements of 100 ms running time with `wait_ms` of waits each, the
+// job's kernels busy `busy` thousandths of its own turns (0: not measured).
+HostBoundState judged(HostBoundState s, int n, uint64_t wait_ms, uint64_t waits = 20, uint32_t busy = 100) {
+  for (int i = 0; i < n; ++i) REQUIRE(judge_host_bound(&s, 100 * kMs, wait_ms * kMs, waits, busy));
   return s;
 }
 }  // namespace
 
 TEST_CASE("a window with too little running time says nothing") {
   HostBoundState s;
-  CHECK_FALSE(judge_host_bound(&s, 49 * kMs, 0, 100));
+  CHECK_FALSE(judge_host_bound(&s, 49 * kMs, 0, 100, 100));
   CHECK(s.streak == 0);
 }
 
@@ -44,4 +46,32 @@ TEST_CASE("a job with too few waits is not host-bound: it may keep the GPU full 
   CHECK_FALSE(judged({}, 10, 0, 9).host_bound);
   CHECK_FALSE(judged(judged({}, 4, 5), 1, 0, 0).host_bound);
   CHECK(judged({}, 4, 0, 10).host_bound);
+}
+
+TEST_CASE("a job whose kernels keep the GPU busy is not host-bound, however little it waits") {
+  // Its launches keep pace with its kernels: its syncs find them nearly
+  // done (an H200's 3 ms training steps waited as little as 9%).
+  CHECK_FALSE(judged({}, 10, 5, 20, 900).host_bound);
+  CHECK_FALSE(judged({}, 10, 5, 20, 300).host_bound);
+  CHECK(judged({}, 4, 5, 20, 299).host_bound);
+}
+
+TEST_CASE("a job not yet measured on the GPU is not host-bound; once measured idle, it is") {
+  const HostBoundState unmeasured = judged({}, 10, 5, 20, 0);
+  CHECK_FALSE(unmeasured.host_bound);
+  CHECK(judged(unmeasured, 1, 5, 20, 100).host_bound);  // its streak of waits stands
+}
+
+TEST_CASE("a host-bound job stays so until its GPU share passes the higher limit") {
+  const HostBoundState s = judged({}, 4, 5);
+  CHECK(judged(s, 1, 5, 20, 600).host_bound);
+  CHECK_FALSE(judged(s, 1, 5, 20, 601).host_bound);
+}
+
+TEST_CASE("a shared turn holds no more jobs than CPUs, their GPU shares within one GPU") {
+  using gshare::rules::turn_has_room;
+  CHECK(turn_has_room(2, 2, 200));
+  CHECK_FALSE(turn_has_room(3, 2, 200));   // a third job on two CPUs
+  CHECK(turn_has_room(16, 16, 1000));
+  CHECK_FALSE(turn_has_room(4, 16, 1001));  // four of 0.26 each: past one GPU
 }

@@ -1,0 +1,201 @@
+#include "runtime/gpu_busy.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "base/clock.h"
+#include "base/driver_api.h"
+#include "base/log.h"
+#include "base/tunables.h"
+#include "scheduler/launch_detours.h"
+
+namespace gshare::runtime {
+
+namespace {
+
+constexpr uint32_t kPairs = tunables::kGpuBusyPairs;
+
+enum class Stage { kIdle, kArmed, kDone };
+
+// One stretch at a time, per process. The mutex is taken only on the slow
+// path while a stretch is armed, and by the upkeep thread.
+struct Sampler {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  std::atomic<bool> armed{false};  // stage == kArmed, read without the lock
+  Stage stage = Stage::kIdle;
+  bool unavailable = false;  // no timed events from this driver: never again
+  CUcontext context = nullptr;  // where the events were made
+  CUevent begin[kPairs] = {};
+  CUevent end[kPairs] = {};
+  bool timed[kPairs] = {};  // both events recorded around a launch made
+  uint32_t started = 0, ended = 0;
+  bool closing = false;  // no new pair; done once the started ones end
+  uint64_t armed_ns = 0, first_ns = 0, last_ns = 0;
+};
+Sampler g;
+
+struct Locked {
+  Locked() { pthread_mutex_lock(&g.mutex); }
+  ~Locked() { pthread_mutex_unlock(&g.mutex); }
+};
+
+void stop_detour_locked(Stage next) {
+  g.stage = next;
+  g.armed.store(false, std::memory_order_relaxed);
+  scheduler::g_launch_detours.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// A stretch asked to close ends once no launch of it is in flight: kept if
+// it timed enough launches, dropped otherwise.
+void finish_if_quiet_locked() {
+  if (!g.closing || g.ended != g.started) return;
+  g.closing = false;
+  stop_detour_locked(g.started >= tunables::kGpuBusyMinPairs ? Stage::kDone : Stage::kIdle);
+}
+
+// A stretch is complete with kGpuBusyPairs launches, or once it has lasted
+// kGpuBusyStretchNs with kGpuBusyMinPairs at least (a job that launches
+// every few milliseconds needs longer); a turn's end cuts it shorter.
+bool long_enough_locked(uint64_t now_ns) {
+  return g.started >= kPairs ||
+         (now_ns - g.first_ns >= tunables::kGpuBusyStretchNs && g.started >= tunables::kGpuBusyMinPairs);
+}
+
+void destroy_events_locked() {
+  for (uint32_t i = 0; i < kPairs; ++i) {
+    if (g.begin[i]) driver().event_destroy(g.begin[i]);
+    if (g.end[i]) driver().event_destroy(g.end[i]);
+    g.begin[i] = g.end[i] = nullptr;
+  }
+  g.context = nullptr;
+}
+
+// Timed events of the current context, made at a stretch's first launch.
+bool events_ready_locked() {
+  CUcontext current = nullptr;
+  if (driver().ctx_get_current(&current) != CUDA_SUCCESS || current == nullptr) return false;
+  if (current == g.context) return true;
+  if (g.started != 0) return false;  // mid-stretch, another context: not this launch
+  destroy_events_locked();
+  for (uint32_t i = 0; i < kPairs; ++i) {
+    if (driver().event_create(&g.begin[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+        driver().event_create(&g.end[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+      GSHARE_INFO("timed CUDA events could not be made: this job's GPU time is not measured, and it "
+                  "takes its turns alone");
+      destroy_events_locked();
+      g.unavailable = true;
+      return false;
+    }
+  }
+  g.context = current;
+  return true;
+}
+
+}  // namespace
+
+void arm_gpu_busy_sample(uint64_t now_ns) {
+  if (!driver().event_create || !driver().event_record || !driver().event_query ||
+      !driver().event_elapsed_time || !driver().event_destroy || !driver().ctx_get_current ||
+      !driver().ctx_push_current || !driver().ctx_pop_current)
+    return;
+  Locked locked;
+  if (g.stage == Stage::kArmed) {
+    // Nothing timed for a while (the job stopped launching, or only beside
+    // others): stop detouring its launches; the stretch is tried again later.
+    if (g.started == 0 && now_ns - g.armed_ns >= 10 * tunables::kGpuBusyStretchNs) stop_detour_locked(Stage::kIdle);
+    // Launches stopped mid-stretch: it ends with what it has.
+    if (g.started != 0 && g.ended == g.started && now_ns - g.last_ns >= tunables::kGpuBusyStretchNs) {
+      g.closing = true;
+      finish_if_quiet_locked();
+    }
+    return;
+  }
+  if (g.stage != Stage::kIdle || g.unavailable) return;
+  if (g.armed_ns != 0 && now_ns - g.armed_ns < tunables::kGpuBusyEveryNs) return;
+  g.stage = Stage::kArmed;
+  g.started = g.ended = 0;
+  g.closing = false;
+  g.armed_ns = now_ns;
+  g.first_ns = g.last_ns = 0;
+  scheduler::g_launch_detours.fetch_add(1, std::memory_order_relaxed);
+  g.armed.store(true, std::memory_order_relaxed);
+}
+
+bool collect_gpu_busy(uint32_t* permille) {
+  Locked locked;
+  if (g.stage != Stage::kDone) return false;
+  if (driver().ctx_push_current(g.context) != CUDA_SUCCESS) {
+    destroy_events_locked();  // its context is gone, and its events with it
+    g.stage = Stage::kIdle;
+    return false;
+  }
+  uint64_t busy_ns = 0;
+  bool complete = true;
+  for (uint32_t i = 0; i < g.started && complete; ++i) {
+    if (!g.timed[i]) continue;
+    const CUresult done = driver().event_query(g.end[i]);
+    if (done == CUDA_ERROR_NOT_READY) complete = false;
+    float ms = 0;
+    if (done == CUDA_SUCCESS && driver().event_elapsed_time(&ms, g.begin[i], g.end[i]) == CUDA_SUCCESS && ms > 0)
+      busy_ns += uint64_t(double(ms) * 1e6);
+  }
+  CUcontext popped = nullptr;
+  driver().ctx_pop_current(&popped);
+  if (!complete) return false;  // kernels still queued: at a later tick
+  g.stage = Stage::kIdle;
+  const uint64_t wall = std::max<uint64_t>(1, g.last_ns - g.first_ns);
+  *permille = uint32_t(std::clamp<uint64_t>(busy_ns * 1000 / wall, 1, 1000));
+  GSHARE_DEBUG("GPU busy %.3f of its own turn: %u launches timed over %.2f ms", *permille / 1000.0, g.started,
+               double(wall) / 1e6);
+  return true;
+}
+
+bool gpu_busy_armed() { return g.armed.load(std::memory_order_relaxed); }
+
+int gpu_busy_before_launch(CUstream stream, bool own_turn) {
+  const uint64_t now_ns = mono_now_ns();
+  Locked locked;
+  if (g.stage != Stage::kArmed || g.closing) return -1;
+  if (g.started != 0 && (!own_turn || long_enough_locked(now_ns))) {
+    g.closing = true;
+    finish_if_quiet_locked();
+    return -1;
+  }
+  if (!own_turn) return -1;
+  if (!events_ready_locked()) return -1;
+  const uint32_t pair = g.started;
+  if (driver().event_record(g.begin[pair], stream) != CUDA_SUCCESS) return -1;
+  if (pair == 0) g.first_ns = now_ns;
+  g.timed[pair] = false;
+  g.started++;
+  return int(pair);
+}
+
+void gpu_busy_after_launch(int pair, CUstream stream, bool launched) {
+  if (pair < 0) return;
+  const uint64_t now_ns = mono_now_ns();
+  Locked locked;
+  if (launched && driver().event_record(g.end[pair], stream) == CUDA_SUCCESS) g.timed[pair] = true;
+  g.ended++;
+  g.last_ns = std::max(g.last_ns, now_ns);
+  if (long_enough_locked(now_ns)) g.closing = true;
+  finish_if_quiet_locked();
+}
+
+void forget_gpu_busy_after_fork() {
+  // The child has none of the parent's CUDA state; its detours start at 0
+  // (runtime/launch_gate.h, forget_launch_state_after_fork).
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  g.mutex = fresh;
+  g.armed.store(false);
+  g.stage = Stage::kIdle;
+  g.context = nullptr;
+  for (uint32_t i = 0; i < kPairs; ++i) g.begin[i] = g.end[i] = nullptr;
+  g.started = g.ended = 0;
+  g.closing = false;
+  g.armed_ns = g.first_ns = g.last_ns = 0;
+}
+
+}  // namespace gshare::runtime
