@@ -63,12 +63,12 @@ bool long_enough_locked(uint64_t now_ns) {
          (now_ns - g.first_ns >= tunables::kGpuBusyStretchNs && g.started >= tunables::kGpuBusyMinPairs);
 }
 
-void destroy_events_locked() {
-  for (uint32_t i = 0; i < kPairs; ++i) {
-    if (g.begin[i]) driver().event_destroy(g.begin[i]);
-    if (g.end[i]) driver().event_destroy(g.end[i]);
-    g.begin[i] = g.end[i] = nullptr;
-  }
+// Events of a context that is no longer current are left, not destroyed:
+// it may be gone (the driver frees its events with it), and a destroy
+// through a dead context's handle is not safe. A process changes contexts
+// rarely; each change while it asks to share turns leaves 512 events.
+void forget_events_locked() {
+  for (uint32_t i = 0; i < kPairs; ++i) g.begin[i] = g.end[i] = nullptr;
   g.context = nullptr;
 }
 
@@ -78,13 +78,13 @@ bool events_ready_locked() {
   if (driver().ctx_get_current(&current) != CUDA_SUCCESS || current == nullptr) return false;
   if (current == g.context) return true;
   if (g.started != 0) return false;  // mid-stretch, another context: not this launch
-  destroy_events_locked();
+  forget_events_locked();
   for (uint32_t i = 0; i < kPairs; ++i) {
     if (driver().event_create(&g.begin[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
         driver().event_create(&g.end[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
       GSHARE_INFO("timed CUDA events could not be made: this job's GPU time is not measured, and it "
                   "takes its turns alone");
-      destroy_events_locked();
+      forget_events_locked();
       g.unavailable = true;
       return false;
     }
@@ -97,7 +97,7 @@ bool events_ready_locked() {
 
 void arm_gpu_busy_sample(uint64_t now_ns) {
   if (!driver().event_create || !driver().event_record || !driver().event_query ||
-      !driver().event_elapsed_time || !driver().event_destroy || !driver().ctx_get_current ||
+      !driver().event_elapsed_time || !driver().ctx_get_current ||
       !driver().ctx_push_current || !driver().ctx_pop_current)
     return;
   Locked locked;
@@ -127,7 +127,7 @@ bool collect_gpu_busy(uint32_t* permille) {
   Locked locked;
   if (g.stage != Stage::kDone) return false;
   if (driver().ctx_push_current(g.context) != CUDA_SUCCESS) {
-    destroy_events_locked();  // its context is gone, and its events with it
+    forget_events_locked();  // its context is gone, and its events with it
     g.stage = Stage::kIdle;
     return false;
   }
@@ -191,8 +191,7 @@ void forget_gpu_busy_after_fork() {
   g.mutex = fresh;
   g.armed.store(false);
   g.stage = Stage::kIdle;
-  g.context = nullptr;
-  for (uint32_t i = 0; i < kPairs; ++i) g.begin[i] = g.end[i] = nullptr;
+  forget_events_locked();
   g.started = g.ended = 0;
   g.closing = false;
   g.armed_ns = g.first_ns = g.last_ns = 0;
