@@ -655,7 +655,6 @@ class TurnSharing {
     return allows(a) && allows(b) && r_.slots[a].weight == r_.slots[b].weight;
   }
 
-
  private:
   static bool asks_to_share(const Slot& s) {
     return s.state == shm::kSlotLive && wants_shared_turn(s);
