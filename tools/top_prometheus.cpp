@@ -148,6 +148,13 @@ const Metric<ProcessSnapshot> kProcessMetrics[] = {
     {"gshare_process_beside_holder", kGauge,
      "1 while the process runs beside the token's holder, in its turn (shared turns).",
      [](const ProcessSnapshot& p) -> std::optional<Number> { return flag(p.beside); }},
+    {"gshare_process_gpu_busy_ratio", kGauge,
+     "How busy its kernels kept the GPU in its own turns, 0 to 1, timed on the GPU (shared turns); "
+     "absent until measured.",
+     [](const ProcessSnapshot& p) -> std::optional<Number> {
+       if (p.gpu_busy_share <= 0) return std::nullopt;
+       return real(p.gpu_busy_share);
+     }},
     {"gshare_process_gpu_share_ratio", kGauge,
      "Share of the last 10 s the process held the launch token, 0 to 1.",
      [](const ProcessSnapshot& p) -> std::optional<Number> { return real(p.share_10s); }},

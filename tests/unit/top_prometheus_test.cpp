@@ -71,6 +71,7 @@ shm::GpuSnapshot busy_gpu() {
   trainer.job_state = shm::kJobRunning;
   trainer.holds_token = true;
   trainer.share_10s = 0.75;
+  trainer.gpu_busy_share = 0.2;
   trainer.waiting_ns = 2500 * kMs;  // 2.5 s
   trainer.served_ns = 1;            // 1 ns: nine decimals
   trainer.switches = 2;
@@ -180,6 +181,9 @@ TEST_CASE("the exposition has a family per metric, in base units, with the regio
   CHECK(has_line(text, "gshare_process_state{" + server + ",state=\"waiting\"} 1"));
   CHECK(has_line(text, "gshare_process_holds_token{" + trainer + "} 1"));
   CHECK(has_line(text, "gshare_process_gpu_share_ratio{" + trainer + "} 0.75"));
+  // Measured only for a job that asks to share turns: none for the server.
+  CHECK(has_line(text, "gshare_process_gpu_busy_ratio{" + trainer + "} 0.2"));
+  CHECK(text.find("gshare_process_gpu_busy_ratio{" + server) == std::string::npos);
   CHECK(has_line(text, "gshare_process_token_wait_seconds_total{" + trainer + "} 2.5"));
   CHECK(has_line(text, "gshare_process_token_held_seconds_total{" + trainer + "} 0.000000001"));
   CHECK(has_line(text, "gshare_process_token_held_seconds_total{" + server + "} 0"));
