@@ -1,0 +1,164 @@
+// How busy a job's kernels keep the GPU in its own turns
+// (runtime/gpu_busy.h): the stretch's life, from armed to collected, over
+// a table of fake driver functions (base/driver_api.h) whose events report
+// the elapsed time the test sets.
+#include "runtime/gpu_busy.h"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "base/driver_api.h"
+#include "scheduler/launch_detours.h"
+
+namespace {
+
+using namespace gshare;
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+std::atomic<uintptr_t> g_events{0};
+std::atomic<int> g_recorded{0};
+std::atomic<bool> g_ready{true};
+std::atomic<float> g_elapsed_ms{1.0f};
+CUcontext const kContext = reinterpret_cast<CUcontext>(uintptr_t(0x1000));
+CUstream const kStream = reinterpret_cast<CUstream>(uintptr_t(0x2000));
+
+struct TimingDriver {
+  DriverApi saved = driver();
+  TimingDriver() {
+    DriverApi api = saved;
+    api.event_create = [](CUevent* e, unsigned int) {
+      *e = reinterpret_cast<CUevent>(++g_events);
+      return CUDA_SUCCESS;
+    };
+    api.event_record = [](CUevent, CUstream) {
+      g_recorded++;
+      return CUDA_SUCCESS;
+    };
+    api.event_query = [](CUevent) { return g_ready ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; };
+    api.event_elapsed_time = [](float* ms, CUevent, CUevent) {
+      *ms = g_elapsed_ms;
+      return CUDA_SUCCESS;
+    };
+    api.ctx_get_current = [](CUcontext* c) {
+      *c = kContext;
+      return CUDA_SUCCESS;
+    };
+    api.ctx_push_current = [](CUcontext) { return CUDA_SUCCESS; };
+    api.ctx_pop_current = [](CUcontext* c) {
+      *c = kContext;
+      return CUDA_SUCCESS;
+    };
+    replace_driver(api);
+    runtime::forget_gpu_busy_after_fork();
+    g_ready = true;
+  }
+  ~TimingDriver() { replace_driver(saved); }
+};
+
+int detours() { return scheduler::g_launch_detours.load(); }
+
+// One launch on the slow path while a stretch may be armed, as the launch
+// gate makes it; returns whether it was timed.
+bool launch(bool own_turn) {
+  if (!runtime::gpu_busy_armed()) return false;
+  const int pair = runtime::gpu_busy_before_launch(kStream, own_turn);
+  runtime::gpu_busy_after_launch(pair, kStream, true);
+  return pair >= 0;
+}
+
+}  // namespace
+
+TEST_CASE("an armed stretch times each launch of the job's own turn, then stops detouring its launches") {
+  TimingDriver fake;
+  const int base = detours();
+  CHECK_FALSE(runtime::gpu_busy_armed());
+  runtime::arm_gpu_busy_sample(10 * kSecond);
+  CHECK(runtime::gpu_busy_armed());
+  CHECK(detours() == base + 1);
+  const int recorded = g_recorded;
+  int timed = 0;
+  while (launch(true)) ++timed;
+  // Full at 256 launches; two events around each.
+  CHECK(timed == 256);
+  CHECK(g_recorded - recorded == 2 * 256);
+  CHECK_FALSE(runtime::gpu_busy_armed());
+  CHECK(detours() == base);
+  // 256 ms of kernels over the few milliseconds the launches took: busy.
+  g_elapsed_ms = 1.0f;
+  uint32_t permille = 0;
+  REQUIRE(runtime::collect_gpu_busy(&permille));
+  CHECK(permille == 1000);
+  CHECK_FALSE(runtime::collect_gpu_busy(&permille));  // collected once
+  // The next stretch comes a second after this one was armed, not before.
+  runtime::arm_gpu_busy_sample(10 * kSecond + kSecond / 2);
+  CHECK_FALSE(runtime::gpu_busy_armed());
+  runtime::arm_gpu_busy_sample(11 * kSecond);
+  CHECK(runtime::gpu_busy_armed());
+  while (launch(true)) {
+  }
+  CHECK(detours() == base);
+}
+
+TEST_CASE("a stretch of launches far apart lasts its length, and its share is its kernels' time over it") {
+  TimingDriver fake;
+  runtime::arm_gpu_busy_sample(20 * kSecond);
+  // A launch every 2 ms, each kernel 0.4 ms: the stretch ends at the first
+  // launch 10 ms past its first (with 4 timed at least), about a fifth busy.
+  int timed = 0;
+  while (launch(true)) {
+    ++timed;
+    usleep(2000);
+  }
+  CHECK(timed >= 4);
+  CHECK(timed <= 6);
+  g_elapsed_ms = 0.4f;
+  uint32_t permille = 0;
+  REQUIRE(runtime::collect_gpu_busy(&permille));
+  // 0.4 ms of kernels every 2 ms or more (a loaded machine sleeps longer).
+  CHECK(permille >= 20);
+  CHECK(permille <= 260);
+}
+
+TEST_CASE("a stretch cut short by the job's turn with too few launches says nothing") {
+  TimingDriver fake;
+  const int base = detours();
+  runtime::arm_gpu_busy_sample(30 * kSecond);
+  CHECK(launch(true));
+  CHECK(launch(true));
+  // The turn ended (or another job runs beside it): the stretch closes.
+  CHECK_FALSE(launch(false));
+  CHECK(detours() == base);
+  uint32_t permille = 0;
+  CHECK_FALSE(runtime::collect_gpu_busy(&permille));
+}
+
+TEST_CASE("launches outside the job's own turn are not timed, and a stretch with none stops detouring") {
+  TimingDriver fake;
+  const int base = detours();
+  runtime::arm_gpu_busy_sample(40 * kSecond);
+  CHECK_FALSE(launch(false));
+  CHECK(runtime::gpu_busy_armed());  // still waiting for its own turn
+  runtime::arm_gpu_busy_sample(40 * kSecond + kSecond / 20);
+  CHECK(runtime::gpu_busy_armed());
+  // A tenth of a second with nothing timed: it gives up until later.
+  runtime::arm_gpu_busy_sample(40 * kSecond + kSecond / 10);
+  CHECK_FALSE(runtime::gpu_busy_armed());
+  CHECK(detours() == base);
+}
+
+TEST_CASE("a stretch whose kernels still run is collected once they are done") {
+  TimingDriver fake;
+  runtime::arm_gpu_busy_sample(50 * kSecond);
+  while (launch(true)) {
+  }
+  g_ready = false;
+  uint32_t permille = 0;
+  CHECK_FALSE(runtime::collect_gpu_busy(&permille));
+  g_ready = true;
+  CHECK(runtime::collect_gpu_busy(&permille));
+}
