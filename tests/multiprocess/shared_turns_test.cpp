@@ -125,6 +125,18 @@ int count_where(const nlohmann::json& gpu, const char* key) {
   return n;
 }
 
+// The most jobs seen beside the holder at once, looking every `every_us`
+// for `ms` milliseconds.
+int most_beside_for(const TestGpu& gpu, uint64_t ms, useconds_t every_us) {
+  int most = 0;
+  const uint64_t until = monotonic_ns() + ms * kMs;
+  while (monotonic_ns() < until) {
+    most = std::max(most, count_where(gpu.top_gpu(), "beside"));
+    usleep(every_us);
+  }
+  return most;
+}
+
 }  // namespace
 
 TEST_CASE("under fair, host-bound jobs run beside one another in one turn; off, each turn is one job's") {
@@ -295,12 +307,7 @@ TEST_CASE("while host-bound jobs share a lane, no turn is shared") {
       for (const nlohmann::json& p : g["processes"]) learned += !p["lane"].is_null() && !p["memory_provisional"].get<bool>();
       return count_where(g, "host_bound") == 3 && learned == 3 && int(g["lanes"].size()) == (lanes_shared ? 2 : 3);
     }, 60);
-    int most_beside = 0;
-    const uint64_t until = monotonic_ns() + 2000 * kMs;
-    while (monotonic_ns() < until) {
-      most_beside = std::max(most_beside, count_where(gpu.top_gpu(), "beside"));
-      usleep(50'000);
-    }
+    const int most_beside = most_beside_for(gpu, 2000, 50'000);
     const nlohmann::json g = gpu.top_gpu();
     INFO(g.dump());
     CHECK(int(g["lanes"].size()) == (lanes_shared ? 2 : 3));
@@ -364,12 +371,7 @@ TEST_CASE("a job whose launches keep pace with its kernels is not host-bound, th
     for (const nlohmann::json& p : g["processes"]) measured += p["gpu_busy_share"].get<double>() > 0;
     return measured == 3;
   });
-  int most_beside = 0;
-  const uint64_t until = monotonic_ns() + 3000 * kMs;
-  while (monotonic_ns() < until) {
-    most_beside = std::max(most_beside, count_where(gpu.top_gpu(), "beside"));
-    usleep(50'000);
-  }
+  const int most_beside = most_beside_for(gpu, 3000, 50'000);
   const nlohmann::json g = gpu.top_gpu();
   INFO(g.dump());
   for (Client* c : {&a, &b, &idle_gpu}) CHECK(words(c->release(20)).at(1) == "ok");
@@ -414,12 +416,7 @@ TEST_CASE("a shared turn holds no more jobs than the CPUs they run on, its seats
   // gshare-top counts them.
   std::vector<long> before;
   for (auto& c : jobs) before.push_back(gpu.top_process(c->pid())["launches"].get<long>());
-  int most_beside = 0;
-  const uint64_t until = monotonic_ns() + 3000 * kMs;
-  while (monotonic_ns() < until) {
-    most_beside = std::max(most_beside, count_where(gpu.top_gpu(), "beside"));
-    usleep(20'000);
-  }
+  const int most_beside = most_beside_for(gpu, 3000, 20'000);
   std::vector<long> steps;
   for (size_t i = 0; i < jobs.size(); ++i)
     steps.push_back(gpu.top_process(jobs[i]->pid())["launches"].get<long>() - before[i]);
