@@ -170,6 +170,11 @@ inline constexpr uint64_t kGpuBusyStretchNs = 10'000'000;
 inline constexpr uint32_t kGpuBusyPairs = 256;
 inline constexpr uint32_t kGpuBusyMinPairs = 4;
 inline constexpr uint64_t kGpuBusyEveryNs = 1'000'000'000;
+// A gap on the GPU this long between one timed launch's end and the next's
+// begin means the stream had gone idle: the next pair's time less the
+// host's between its two calls is its kernel's (runtime/gpu_busy.cpp).
+// Above the timer's resolution (about half a microsecond).
+inline constexpr uint64_t kGpuBusyIdleGapNs = 2'000;
 // srtf's estimate of the GPU time a job still needs. A job that gave its
 // iteration count but has not run long enough for its iteration time to be
 // measured counts as shortest for its first kProbeNs of GPU time: it gets a

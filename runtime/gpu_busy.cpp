@@ -30,6 +30,10 @@ struct Sampler {
   CUevent begin[kPairs] = {};
   CUevent end[kPairs] = {};
   bool timed[kPairs] = {};  // both events recorded around a launch made
+  CUstream stream[kPairs] = {};
+  // Host clock when the begin event was recorded and when the launch
+  // returned: how long after its begin event the kernel reached the GPU.
+  uint64_t begun_ns[kPairs] = {}, launched_ns[kPairs] = {};
   uint32_t started = 0, ended = 0;
   bool closing = false;  // no new pair; done once the started ones end
   uint64_t armed_ns = 0, first_ns = 0, last_ns = 0;
@@ -93,6 +97,23 @@ bool events_ready_locked() {
   return true;
 }
 
+// The part of pair i's time that was the host's: where the GPU had gone
+// idle on its stream before the begin event (a gap after the previous
+// pair's end), that event ran as it arrived, and the kernel only arrived
+// as the launch returned. A job that launches small kernels one by one
+// would otherwise count its own launch latency (and any preemption between
+// the two calls) as kernel time: on an H200, about twice NVML's figure.
+// Where the stream was still busy, the kernel was queued behind its begin
+// event and nothing is taken off.
+uint64_t host_part_ns_locked(uint32_t i) {
+  if (!g.timed[i - 1] || g.stream[i - 1] != g.stream[i]) return 0;
+  float gap_ms = 0;
+  if (driver().event_elapsed_time(&gap_ms, g.end[i - 1], g.begin[i]) != CUDA_SUCCESS ||
+      double(gap_ms) * 1e6 < double(tunables::kGpuBusyIdleGapNs))
+    return 0;
+  return g.launched_ns[i] > g.begun_ns[i] ? g.launched_ns[i] - g.begun_ns[i] : 0;
+}
+
 }  // namespace
 
 void arm_gpu_busy_sample(uint64_t now_ns) {
@@ -131,24 +152,31 @@ bool collect_gpu_busy(uint32_t* permille) {
     g.stage = Stage::kIdle;
     return false;
   }
-  uint64_t busy_ns = 0;
+  uint64_t busy_ns = 0, raw_ns = 0;
   bool complete = true;
-  for (uint32_t i = 0; i < g.started && complete; ++i) {
+  // Pair 0 marks where the stretch begins: the kernels counted are those
+  // launched after it, up to the last, over the time from its launch to the
+  // last's. (Counting pair 0 too would count one launch more than the
+  // intervals between them, and its host part is not known.)
+  for (uint32_t i = 1; i < g.started && complete; ++i) {
     if (!g.timed[i]) continue;
     const CUresult done = driver().event_query(g.end[i]);
     if (done == CUDA_ERROR_NOT_READY) complete = false;
     float ms = 0;
-    if (done == CUDA_SUCCESS && driver().event_elapsed_time(&ms, g.begin[i], g.end[i]) == CUDA_SUCCESS && ms > 0)
-      busy_ns += uint64_t(double(ms) * 1e6);
+    if (done != CUDA_SUCCESS || driver().event_elapsed_time(&ms, g.begin[i], g.end[i]) != CUDA_SUCCESS || ms <= 0)
+      continue;
+    const uint64_t pair_ns = uint64_t(double(ms) * 1e6);
+    raw_ns += pair_ns;
+    busy_ns += pair_ns - std::min(pair_ns, host_part_ns_locked(i));
   }
   CUcontext popped = nullptr;
   driver().ctx_pop_current(&popped);
   if (!complete) return false;  // kernels still queued: at a later tick
   g.stage = Stage::kIdle;
-  const uint64_t wall = std::max<uint64_t>(1, g.last_ns - g.first_ns);
+  const uint64_t wall = std::max<uint64_t>(1, g.begun_ns[g.started - 1] - g.begun_ns[0]);
   *permille = uint32_t(std::clamp<uint64_t>(busy_ns * 1000 / wall, 1, 1000));
-  GSHARE_DEBUG("GPU busy %.3f of its own turn: %u launches timed over %.2f ms", *permille / 1000.0, g.started,
-               double(wall) / 1e6);
+  GSHARE_DEBUG("GPU busy %.3f of its own turn (%.3f with the host's part): %u launches timed over %.2f ms",
+               *permille / 1000.0, std::min(1.0, double(raw_ns) / double(wall)), g.started, double(wall) / 1e6);
   return true;
 }
 
@@ -169,6 +197,8 @@ int gpu_busy_before_launch(CUstream stream, bool own_turn) {
   if (driver().event_record(g.begin[pair], stream) != CUDA_SUCCESS) return -1;
   if (pair == 0) g.first_ns = now_ns;
   g.timed[pair] = false;
+  g.stream[pair] = stream;
+  g.begun_ns[pair] = mono_now_ns();
   g.started++;
   return int(pair);
 }
@@ -177,6 +207,7 @@ void gpu_busy_after_launch(int pair, CUstream stream, bool launched) {
   if (pair < 0) return;
   const uint64_t now_ns = mono_now_ns();
   Locked locked;
+  g.launched_ns[pair] = now_ns;
   if (launched && driver().event_record(g.end[pair], stream) == CUDA_SUCCESS) g.timed[pair] = true;
   g.ended++;
   g.last_ns = std::max(g.last_ns, now_ns);

@@ -10,9 +10,10 @@
 // the slow path; there, in the job's own turn, each launch is bracketed by
 // two timed events on its stream, up to kGpuBusyPairs launches or
 // kGpuBusyStretchNs. Elapsed time between a pair is that launch's time on
-// the GPU; their sum over the stretch's wall time (first launch to last)
-// is the share, capped at 1. Kernels that overlap on several streams count
-// each. A stretch ends early, with what it has, when the job's turn ends
+// the GPU, less the host's part where the GPU was idle before it (the
+// kernel arrived only as the launch returned); the sum over the launches
+// after the first, over the time from the first launch to the last, is the
+// share, capped at 1. Kernels that overlap on several streams count each. A stretch ends early, with what it has, when the job's turn ends
 // or it runs beside another (others' kernels would count as its own).
 #pragma once
 

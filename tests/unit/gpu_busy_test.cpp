@@ -23,7 +23,8 @@ constexpr uint64_t kSecond = 1'000'000'000;
 std::atomic<uintptr_t> g_events{0};
 std::atomic<int> g_recorded{0};
 std::atomic<bool> g_ready{true};
-std::atomic<float> g_elapsed_ms{1.0f};
+std::atomic<float> g_elapsed_ms{1.0f};  // from a launch's begin event to its end event
+std::atomic<float> g_gap_ms{0.0f};      // from one launch's end event to the next's begin
 CUcontext const kContext = reinterpret_cast<CUcontext>(uintptr_t(0x1000));
 CUstream const kStream = reinterpret_cast<CUstream>(uintptr_t(0x2000));
 
@@ -40,8 +41,9 @@ struct TimingDriver {
       return CUDA_SUCCESS;
     };
     api.event_query = [](CUevent) { return g_ready ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; };
-    api.event_elapsed_time = [](float* ms, CUevent, CUevent) {
-      *ms = g_elapsed_ms;
+    // Events are made in pairs, a launch's begin (odd) then its end (even).
+    api.event_elapsed_time = [](float* ms, CUevent from, CUevent) {
+      *ms = reinterpret_cast<uintptr_t>(from) % 2 == 1 ? g_elapsed_ms : g_gap_ms;
       return CUDA_SUCCESS;
     };
     api.ctx_get_current = [](CUcontext* c) {
@@ -55,7 +57,9 @@ struct TimingDriver {
     };
     replace_driver(api);
     runtime::forget_gpu_busy_after_fork();
+    g_events = 0;
     g_ready = true;
+    g_gap_ms = 0.0f;
   }
   ~TimingDriver() { replace_driver(saved); }
 };
@@ -161,4 +165,45 @@ TEST_CASE("a stretch whose kernels still run is collected once they are done") {
   CHECK_FALSE(runtime::collect_gpu_busy(&permille));
   g_ready = true;
   CHECK(runtime::collect_gpu_busy(&permille));
+}
+
+namespace {
+
+// A stretch of launches that each take `host_us` between their begin event
+// and their return, then `gap_us` of host work before the next.
+uint32_t busy_of_launches_with_host_time(int host_us, int gap_us) {
+  int timed = 0;
+  for (;;) {
+    if (!runtime::gpu_busy_armed()) break;
+    const int pair = runtime::gpu_busy_before_launch(kStream, true);
+    usleep(host_us);
+    runtime::gpu_busy_after_launch(pair, kStream, true);
+    if (pair < 0) break;
+    ++timed;
+    usleep(gap_us);
+  }
+  CHECK(timed >= 4);
+  uint32_t permille = 0;
+  REQUIRE(runtime::collect_gpu_busy(&permille));
+  return permille;
+}
+
+}  // namespace
+
+TEST_CASE("a kernel launched onto an idle GPU is not charged the host's time between its begin event and its launch") {
+  TimingDriver fake;
+  // Each launch takes 1 ms on the host, then 1 ms before the next; its
+  // pair reads 1.2 ms: the kernel (0.2 ms) arrived as the launch returned.
+  g_elapsed_ms = 1.2f;
+  SECTION("the GPU idle between launches: the kernels' 0.2 ms of each 2 ms, or less") {
+    g_gap_ms = 0.8f;
+    runtime::arm_gpu_busy_sample(60 * kSecond);
+    CHECK(busy_of_launches_with_host_time(1000, 1000) <= 120);
+  }
+  SECTION("the GPU busy throughout, each begin event right after the last end: the pairs' whole time") {
+    g_gap_ms = 0.0f;
+    runtime::arm_gpu_busy_sample(70 * kSecond);
+    // 1.2 ms of each 2 ms (less on a loaded machine whose sleeps run long).
+    CHECK(busy_of_launches_with_host_time(1000, 1000) >= 200);
+  }
 }
