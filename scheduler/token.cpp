@@ -151,6 +151,119 @@ void count_lane_members(const Region& r, uint32_t* members) {
     if (s.state == shm::kSlotLive && s.lane < shm::kMaxLanes) ++members[s.lane];
 }
 
+// --- Shared turns (token.h) ---
+
+// Whether any job runs beside the holder of token `k`.
+bool any_beside_locked(const Region& r, int k) {
+  for (uint32_t i = 0; i < kMaxSlots; ++i)
+    if (r.slots[i].beside && r.slots[i].state == shm::kSlotLive && token_index(r, int(i)) == k) return true;
+  return false;
+}
+
+// Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS on, and
+// host-bound by its own measure (runtime/host_bound.h).
+bool wants_shared_turn(const Slot& s) {
+  return s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
+}
+
+// Who may share a turn of token `k` now (token.h, beside): what every
+// such decision needs, gathered once under the lock.
+class TurnSharing {
+ public:
+  TurnSharing(const Region& r, int k) : r_(r), k_(k) {
+    count_lane_members(r, members_);
+    open_ = k == 0 && region_policy(r.header) == Policy::kFair && page_in_rate(r) == 0 && no_sharer_shares_lane();
+    for (uint32_t i = 0; i < kMaxSlots; ++i) {
+      const Slot& s = r.slots[i];
+      if (!s.beside || s.state != shm::kSlotLive || token_index(r, int(i)) != k) continue;
+      beside_++;
+      beside_busy_ += gpu_busy(s);
+    }
+  }
+
+  // The seats of the turn of `holder` still free (rules/turn_room.h: as
+  // many jobs as CPUs, their GPU shares within one GPU), given to the jobs
+  // that could share it, least fair time first: those waiting for the
+  // token, and `also` (a job about to ask; -1: none). Returns their waiter
+  // bits; `*also_seated` says whether `also` has one. Fair among jobs
+  // beside one another as between turns: whoever has run least sits first.
+  uint32_t seat(int holder, int also, bool* also_seated) const {
+    int candidates[kMaxSlots];
+    int n = 0;
+    for (uint32_t i = 0; i < kMaxSlots; ++i) {
+      const Slot& s = r_.slots[i];
+      if (s.state != shm::kSlotLive || s.beside || int(i) == holder || token_index(r_, int(i)) != k_) continue;
+      const bool asks = int(i) == also || s.token_waits.load(std::memory_order_relaxed) != 0;
+      if (asks && together(holder, int(i))) candidates[n++] = int(i);
+    }
+    std::sort(candidates, candidates + n,
+              [&](int a, int b) { return r_.slots[a].vtime_ns < r_.slots[b].vtime_ns; });
+    uint32_t jobs = 1 + beside_;
+    uint64_t busy = beside_busy_ + gpu_busy(r_.slots[holder]);
+    uint32_t bits = 0;
+    if (also_seated) *also_seated = false;
+    for (int j = 0; j < n; ++j) {
+      const uint64_t more = gpu_busy(r_.slots[candidates[j]]);
+      if (!rules::turn_has_room(jobs + 1, usable_cpus(), busy + more)) break;
+      jobs++;
+      busy += more;
+      bits |= shm::waiter_bit(candidates[j]);
+      if (candidates[j] == also && also_seated) *also_seated = true;
+    }
+    return bits;
+  }
+
+  // Whether the job of `slot` may share a turn with others: with
+  // GSHARE_SHARED_TURNS on, host-bound (runtime/host_bound.h), handing
+  // over under overlap, its memory on the GPU and admitted, and alone in
+  // its lane (lane-mates take turns with one ephemeral space: beside each
+  // other one would only wait for the other's).
+  bool allows(int slot) const {
+    const Slot& s = r_.slots[slot];
+    if (!open_ || !asks_to_share(s)) return false;
+    if (s.handover_mode != shm::kHandoverOverlap || s.residency != shm::kResident || s.admission != shm::kAdmitted)
+      return false;
+    return s.lane >= shm::kMaxLanes || members_[s.lane] <= 1;
+  }
+
+  // Whether the jobs of slots `a` and `b` may run in one turn: both may
+  // share, at equal weights. Within a shared turn the jobs share the GPU as
+  // they would natively, so fair's weights would not hold between them.
+  bool together(int a, int b) const {
+    return allows(a) && allows(b) && r_.slots[a].weight == r_.slots[b].weight;
+  }
+
+ private:
+  static bool asks_to_share(const Slot& s) {
+    return s.state == shm::kSlotLive && wants_shared_turn(s);
+  }
+
+  static uint64_t gpu_busy(const Slot& s) { return s.gpu_busy_permille.load(std::memory_order_relaxed); }
+
+  // Turns are shared only under fair, without paging (a job beside would
+  // need its memory resident), and while no host-bound job that asks to
+  // share shares its lane (more jobs than lanes): identical jobs some of
+  // which share turns while others take theirs alone are not treated
+  // alike (among 64 host-bound PyTorch jobs on an H200, 49 in one lane,
+  // the 15 with lanes of their own shared turns, and the slowest job made
+  // 0.52 of the fastest's steps).
+  bool no_sharer_shares_lane() const {
+    for (uint32_t i = 0; i < kMaxSlots; ++i) {
+      const Slot& s = r_.slots[i];
+      if (asks_to_share(s) && token_index(r_, int(i)) == k_ && s.lane < shm::kMaxLanes && members_[s.lane] > 1)
+        return false;
+    }
+    return true;
+  }
+
+  const Region& r_;
+  int k_;
+  uint32_t members_[shm::kMaxLanes];
+  bool open_ = false;
+  uint32_t beside_ = 0;       // jobs beside the holder of token k_
+  uint64_t beside_busy_ = 0;  // their GPU shares, thousandths
+};
+
 // The live jobs that compete for token `k`. A job that waits in name only
 // becomes idle here: it competes again, placed on fair's clock anew
 // (rules::activate), when it next asks for the token.
@@ -165,6 +278,8 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   count_lane_members(r, members);
   bool adapts[kMaxSlots] = {};
   int takers = 0;  // the active jobs: rules::quantum_among
+  int asking[kMaxSlots];  // active jobs that ask to share turns
+  int asks = 0;
   t.count = 0;
   for (uint32_t i = 0; i < kMaxSlots; ++i) {
     t.index_of_slot[i] = -1;
@@ -210,7 +325,23 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     j.quantum_ns = s.quantum_ns;
     adapts[t.count] = s.quantum_adapts != 0;
     takers += j.active ? 1 : 0;
+    if (j.active && wants_shared_turn(s)) asking[asks++] = int(i);
     t.index_of_slot[i] = t.count++;
+  }
+  // Jobs that share turns take fewer turns than they are: a round of turns
+  // is as long for 64 jobs twelve to a turn as for six jobs alone, and
+  // the quantum need not shrink as for 64 (a shrunk one ends every shared
+  // turn's runs beside it five times as often).
+  if (asks > 1) {
+    const TurnSharing sharing(r, k);
+    int sharers = 0;
+    uint64_t sharers_busy = 0;
+    for (int a = 0; a < asks; ++a) {
+      if (!sharing.allows(asking[a])) continue;
+      sharers++;
+      sharers_busy += r.slots[asking[a]].gpu_busy_permille.load(std::memory_order_relaxed);
+    }
+    takers = rules::turns_in_round(takers, sharers, sharers_busy, usable_cpus());
   }
   // A switch's cost past the memory it moves is the new holder waking (the
   // grant to its first launch): the machine's load, not the job's own, and
@@ -572,119 +703,6 @@ void stop_running_locked(Slot& s, shm::JobState after, uint64_t now) {
   s.job_state = after;
   if (after == shm::kJobWaiting) s.wait_since_mono_ns = now;
 }
-
-// --- Shared turns (token.h) ---
-
-// Whether any job runs beside the holder of token `k`.
-bool any_beside_locked(const Region& r, int k) {
-  for (uint32_t i = 0; i < kMaxSlots; ++i)
-    if (r.slots[i].beside && r.slots[i].state == shm::kSlotLive && token_index(r, int(i)) == k) return true;
-  return false;
-}
-
-// Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS on, and
-// host-bound by its own measure (runtime/host_bound.h).
-bool wants_shared_turn(const Slot& s) {
-  return s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
-}
-
-// Who may share a turn of token `k` now (token.h, beside): what every
-// such decision needs, gathered once under the lock.
-class TurnSharing {
- public:
-  TurnSharing(const Region& r, int k) : r_(r), k_(k) {
-    count_lane_members(r, members_);
-    open_ = k == 0 && region_policy(r.header) == Policy::kFair && page_in_rate(r) == 0 && no_sharer_shares_lane();
-    for (uint32_t i = 0; i < kMaxSlots; ++i) {
-      const Slot& s = r.slots[i];
-      if (!s.beside || s.state != shm::kSlotLive || token_index(r, int(i)) != k) continue;
-      beside_++;
-      beside_busy_ += gpu_busy(s);
-    }
-  }
-
-  // The seats of the turn of `holder` still free (rules/turn_room.h: as
-  // many jobs as CPUs, their GPU shares within one GPU), given to the jobs
-  // that could share it, least fair time first: those waiting for the
-  // token, and `also` (a job about to ask; -1: none). Returns their waiter
-  // bits; `*also_seated` says whether `also` has one. Fair among jobs
-  // beside one another as between turns: whoever has run least sits first.
-  uint32_t seat(int holder, int also, bool* also_seated) const {
-    int candidates[kMaxSlots];
-    int n = 0;
-    for (uint32_t i = 0; i < kMaxSlots; ++i) {
-      const Slot& s = r_.slots[i];
-      if (s.state != shm::kSlotLive || s.beside || int(i) == holder || token_index(r_, int(i)) != k_) continue;
-      const bool asks = int(i) == also || s.token_waits.load(std::memory_order_relaxed) != 0;
-      if (asks && together(holder, int(i))) candidates[n++] = int(i);
-    }
-    std::sort(candidates, candidates + n,
-              [&](int a, int b) { return r_.slots[a].vtime_ns < r_.slots[b].vtime_ns; });
-    uint32_t jobs = 1 + beside_;
-    uint64_t busy = beside_busy_ + gpu_busy(r_.slots[holder]);
-    uint32_t bits = 0;
-    if (also_seated) *also_seated = false;
-    for (int j = 0; j < n; ++j) {
-      const uint64_t more = gpu_busy(r_.slots[candidates[j]]);
-      if (!rules::turn_has_room(jobs + 1, usable_cpus(), busy + more)) break;
-      jobs++;
-      busy += more;
-      bits |= shm::waiter_bit(candidates[j]);
-      if (candidates[j] == also && also_seated) *also_seated = true;
-    }
-    return bits;
-  }
-
-  // Whether the job of `slot` may share a turn with others: with
-  // GSHARE_SHARED_TURNS on, host-bound (runtime/host_bound.h), handing
-  // over under overlap, its memory on the GPU and admitted, and alone in
-  // its lane (lane-mates take turns with one ephemeral space: beside each
-  // other one would only wait for the other's).
-  bool allows(int slot) const {
-    const Slot& s = r_.slots[slot];
-    if (!open_ || !asks_to_share(s)) return false;
-    if (s.handover_mode != shm::kHandoverOverlap || s.residency != shm::kResident || s.admission != shm::kAdmitted)
-      return false;
-    return s.lane >= shm::kMaxLanes || members_[s.lane] <= 1;
-  }
-
-  // Whether the jobs of slots `a` and `b` may run in one turn: both may
-  // share, at equal weights. Within a shared turn the jobs share the GPU as
-  // they would natively, so fair's weights would not hold between them.
-  bool together(int a, int b) const {
-    return allows(a) && allows(b) && r_.slots[a].weight == r_.slots[b].weight;
-  }
-
- private:
-  static bool asks_to_share(const Slot& s) {
-    return s.state == shm::kSlotLive && wants_shared_turn(s);
-  }
-
-  static uint64_t gpu_busy(const Slot& s) { return s.gpu_busy_permille.load(std::memory_order_relaxed); }
-
-  // Turns are shared only under fair, without paging (a job beside would
-  // need its memory resident), and while no host-bound job that asks to
-  // share shares its lane (more jobs than lanes): identical jobs some of
-  // which share turns while others take theirs alone are not treated
-  // alike (among 64 host-bound PyTorch jobs on an H200, 49 in one lane,
-  // the 15 with lanes of their own shared turns, and the slowest job made
-  // 0.52 of the fastest's steps).
-  bool no_sharer_shares_lane() const {
-    for (uint32_t i = 0; i < kMaxSlots; ++i) {
-      const Slot& s = r_.slots[i];
-      if (asks_to_share(s) && token_index(r_, int(i)) == k_ && s.lane < shm::kMaxLanes && members_[s.lane] > 1)
-        return false;
-    }
-    return true;
-  }
-
-  const Region& r_;
-  int k_;
-  uint32_t members_[shm::kMaxLanes];
-  bool open_ = false;
-  uint32_t beside_ = 0;       // jobs beside the holder of token k_
-  uint64_t beside_busy_ = 0;  // their GPU shares, thousandths
-};
 
 // The job of `slot` runs beside the holder from `now`: its gate opens, and
 // it is charged for its token time as the holder is.

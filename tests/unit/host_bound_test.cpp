@@ -9,6 +9,7 @@ using gshare::rules::judge_host_bound;
 
 namespace {
 constexpr uint64_t kMs = 1'000'000;
+constexpr int kStreak = int(gshare::tunables::kHostBoundStreak);
 
 // `n` judgements of 100 ms running time with `wait_ms` of waits each, the
 // job's kernels busy `busy` thousandths of its own turns (0: not measured).
@@ -20,23 +21,23 @@ HostBoundState judged(HostBoundState s, int n, uint64_t wait_ms, uint64_t waits 
 
 TEST_CASE("a window with too little running time says nothing") {
   HostBoundState s;
-  CHECK_FALSE(judge_host_bound(&s, 49 * kMs, 0, 100, 100));
+  CHECK_FALSE(judge_host_bound(&s, gshare::tunables::kHostBoundJudgeNs - 1, 0, 100, 100));
   CHECK(s.streak == 0);
 }
 
-TEST_CASE("four judgements in a row with waits under a tenth make a job host-bound") {
-  CHECK_FALSE(judged({}, 3, 5).host_bound);
-  CHECK(judged({}, 4, 5).host_bound);
+TEST_CASE("kHostBoundStreak judgements in a row with waits under a tenth make a job host-bound") {
+  CHECK_FALSE(judged({}, kStreak - 1, 5).host_bound);
+  CHECK(judged({}, kStreak, 5).host_bound);
   CHECK_FALSE(judged({}, 10, 11).host_bound);
   // A judgement over the limit starts the count again.
-  HostBoundState s = judged({}, 3, 5);
+  HostBoundState s = judged({}, kStreak - 1, 5);
   s = judged(s, 1, 30);
   CHECK(s.streak == 0);
-  CHECK_FALSE(judged(s, 3, 5).host_bound);
+  CHECK_FALSE(judged(s, kStreak - 1, 5).host_bound);
 }
 
 TEST_CASE("a host-bound job stays so until its waits pass half its running time") {
-  const HostBoundState s = judged({}, 4, 5);
+  const HostBoundState s = judged({}, kStreak, 5);
   CHECK(judged(s, 1, 40).host_bound);
   CHECK_FALSE(judged(s, 1, 51).host_bound);
   CHECK(judged(s, 1, 51).streak == 0);
@@ -44,8 +45,8 @@ TEST_CASE("a host-bound job stays so until its waits pass half its running time"
 
 TEST_CASE("a job with too few waits is not host-bound: it may keep the GPU full through queued launches") {
   CHECK_FALSE(judged({}, 10, 0, 9).host_bound);
-  CHECK_FALSE(judged(judged({}, 4, 5), 1, 0, 0).host_bound);
-  CHECK(judged({}, 4, 0, 10).host_bound);
+  CHECK_FALSE(judged(judged({}, kStreak, 5), 1, 0, 0).host_bound);
+  CHECK(judged({}, kStreak, 0, 10).host_bound);
 }
 
 TEST_CASE("a job whose kernels keep the GPU busy is not host-bound, however little it waits") {
@@ -53,7 +54,7 @@ TEST_CASE("a job whose kernels keep the GPU busy is not host-bound, however litt
   // done (an H200's 3 ms training steps waited as little as 9%).
   CHECK_FALSE(judged({}, 10, 5, 20, 900).host_bound);
   CHECK_FALSE(judged({}, 10, 5, 20, 300).host_bound);
-  CHECK(judged({}, 4, 5, 20, 299).host_bound);
+  CHECK(judged({}, kStreak, 5, 20, 299).host_bound);
 }
 
 TEST_CASE("a job not yet measured on the GPU is not host-bound; once measured idle, it is") {
@@ -63,7 +64,7 @@ TEST_CASE("a job not yet measured on the GPU is not host-bound; once measured id
 }
 
 TEST_CASE("a host-bound job stays so until its GPU share passes the higher limit") {
-  const HostBoundState s = judged({}, 4, 5);
+  const HostBoundState s = judged({}, kStreak, 5);
   CHECK(judged(s, 1, 5, 20, 600).host_bound);
   CHECK_FALSE(judged(s, 1, 5, 20, 601).host_bound);
 }
@@ -74,4 +75,18 @@ TEST_CASE("a shared turn holds no more jobs than CPUs, their GPU shares within o
   CHECK_FALSE(turn_has_room(3, 2, 200));   // a third job on two CPUs
   CHECK(turn_has_room(16, 16, 1000));
   CHECK_FALSE(turn_has_room(4, 16, 1001));  // four of 0.26 each: past one GPU
+}
+
+TEST_CASE("jobs that share turns take as many turns a round as groups of them fit in a turn") {
+  using gshare::rules::turns_in_round;
+  // 64 jobs of 0.08 each on 16 CPUs: twelve to a turn, six turns.
+  CHECK(turns_in_round(64, 64, 64 * 80, 16) == 6);
+  // On 4 CPUs: four to a turn.
+  CHECK(turns_in_round(64, 64, 64 * 80, 4) == 16);
+  // Two busy jobs beside 8 sharers of 0.25: two turns for the eight.
+  CHECK(turns_in_round(10, 8, 8 * 250, 16) == 4);
+  // None or one to share, or sharers that fill a GPU each: a turn each.
+  CHECK(turns_in_round(5, 0, 0, 16) == 5);
+  CHECK(turns_in_round(5, 1, 100, 16) == 5);
+  CHECK(turns_in_round(5, 5, 5 * 1000, 16) == 5);
 }
