@@ -150,9 +150,9 @@ inline constexpr uint64_t kLendAfterNs = 2'000'000;
 // PyTorch training jobs of 3 ms steps that keep the GPU busy 9% to 62%
 // (rules/host_bound.h).
 inline constexpr double kHostBoundShare = 0.1;
-inline constexpr uint32_t kHostBoundStreak = 4;
+inline constexpr uint32_t kHostBoundStreak = 3;
 inline constexpr double kHostBoundLeaveShare = 0.5;
-inline constexpr uint64_t kHostBoundJudgeNs = 50'000'000;
+inline constexpr uint64_t kHostBoundJudgeNs = 20'000'000;
 inline constexpr uint64_t kHostBoundMinWaits = 10;
 // The GPU-time measure behind it (runtime/gpu_busy.h): a job's kernels'
 // share of a stretch of its launches in its own turn, timed by events
