@@ -152,6 +152,10 @@ inline constexpr uint64_t kLendAfterNs = 2'000'000;
 inline constexpr double kHostBoundShare = 0.1;
 inline constexpr uint32_t kHostBoundStreak = 3;
 inline constexpr double kHostBoundLeaveShare = 0.5;
+// In a window in which it shared a turn a job's waits are the others' too:
+// host-bound jobs twelve to a turn waited 25% to 47% on an H200. Only past
+// this share has such a job turned busy (rules/host_bound.h).
+inline constexpr double kHostBoundLeaveShareShared = 0.9;
 inline constexpr uint64_t kHostBoundJudgeNs = 20'000'000;
 inline constexpr uint64_t kHostBoundMinWaits = 10;
 // The GPU-time measure behind it (runtime/gpu_busy.h): a job's kernels'

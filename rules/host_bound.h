@@ -12,8 +12,12 @@
 // pipeline, an environment step). A job is host-bound after several
 // judgements in a row with waits well under the limit and a GPU share
 // under kHostBoundBusy, and stays so until its waits pass a much higher
-// limit or its GPU share passes kHostBoundLeaveBusy. Pure code: the upkeep
-// thread feeds it (runtime/host_bound.h), the unit tests call it.
+// limit or its GPU share passes kHostBoundLeaveBusy. In a shared turn, its
+// own or another's, a job's waits are the others' too (their kernels and
+// the GPU's switches between contexts lengthen them): a window in which it
+// shared one says only whether it has turned busy, at a higher limit still.
+// Pure code: the upkeep thread feeds it (runtime/host_bound.h), the unit
+// tests call it.
 #pragma once
 
 #include <cstdint>
@@ -31,11 +35,18 @@ struct HostBoundState {
 // window's length less its waits for the token: its token time, and its
 // host work after its token was lent or its turn ended), `wait_ns` of it
 // waiting for the GPU in `waits` waits; `busy_permille` is its latest GPU
-// share in thousandths, 0 while not measured. Returns false, changing
-// nothing, while the window holds too little running time to say.
+// share in thousandths, 0 while not measured; `shared`: it ran in a shared
+// turn in the window. Returns false, changing nothing, while the window
+// holds too little running time to say.
 inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wait_ns, uint64_t waits,
-                             uint32_t busy_permille) {
+                             uint32_t busy_permille, bool shared = false) {
   if (run_ns < tunables::kHostBoundJudgeNs) return false;
+  if (shared) {
+    const bool busy = waits >= tunables::kHostBoundMinWaits &&
+                      double(wait_ns) / double(run_ns) >= tunables::kHostBoundLeaveShareShared;
+    if (busy || !state->host_bound) *state = {};
+    return true;
+  }
   // Too few waits to know where its work goes: a job that never syncs may
   // keep the GPU full through queued launches.
   if (waits < tunables::kHostBoundMinWaits) {

@@ -24,6 +24,8 @@ thread_local uint64_t t_began = 0;  // 0: this wait is not counted
 struct Window {
   const shm::Slot* slot = nullptr;  // another slot (a new attach): nothing yet
   uint64_t at_ns = 0, token_wait_ns = 0, wait_ns = 0, waits = 0;
+  uint32_t shared_runs = 0;  // Slot::shared_runs then
+  bool shared = false;       // in a shared turn then
   rules::HostBoundState state;  // the verdict so far
 };
 Window g_windows[allocator::kMaxDevices];
@@ -59,35 +61,39 @@ void measure_gpu_busy(shm::Slot& slot, uint64_t now) {
 }
 }  // namespace
 
-void judge_host_bound(int ordinal, shm::Slot& slot) {
+void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
   const bool was = slot.host_bound.load(std::memory_order_relaxed) != 0;
   if (ordinal < 0 || ordinal >= allocator::kMaxDevices) return;
   Window& w = g_windows[ordinal];
   const uint64_t at = mono_now_ns();
   measure_gpu_busy(slot, at);
-  Window now{&slot, at, scheduler::token_wait_ns_of_process(at), g_wait_ns.load(std::memory_order_relaxed),
-             g_waits.load(std::memory_order_relaxed), w.state};
+  Window now{&slot,
+             at,
+             scheduler::token_wait_ns_of_process(at),
+             g_wait_ns.load(std::memory_order_relaxed),
+             g_waits.load(std::memory_order_relaxed),
+             slot.shared_runs.load(std::memory_order_relaxed),
+             __atomic_load_n(&slot.beside, __ATOMIC_RELAXED) != 0 || holds_shared_turn,
+             w.state};
   if (w.slot != &slot) {
     now.state = {};
     w = now;
     return;
   }
-  // Beside others its waits are theirs too: their kernels and the GPU's
-  // switches between their contexts lengthen them (on an H200, 16 jobs
-  // that waited 1% in turns of their own waited 25% to 54% beside one
-  // another, and left their shared turns one after the other). It is
-  // judged again in turns of its own.
-  if (__atomic_load_n(&slot.beside, __ATOMIC_RELAXED)) {
-    w = now;
-    return;
-  }
+  // In a shared turn its waits are the others' too: their kernels and the
+  // GPU's switches between their contexts lengthen them (on an H200, 16
+  // jobs that waited 1% in turns of their own waited 25% to 54% beside one
+  // another; judged as in turns of their own, they left their shared turns
+  // one after the other, and among 64 a holder with others beside it did).
+  // Shared at the window's start or end, or any run beside begun between.
+  const bool shared = w.shared || now.shared || now.shared_runs != w.shared_runs;
   // Its running time: the window less what it waited for the token.
   const uint64_t elapsed = now.at_ns - w.at_ns;
   const uint64_t token_waits = now.token_wait_ns > w.token_wait_ns ? now.token_wait_ns - w.token_wait_ns : 0;
   const uint64_t ran = elapsed > token_waits ? elapsed - token_waits : 0;
   const uint64_t gpu_waits = now.wait_ns - w.wait_ns;
   if (!rules::judge_host_bound(&now.state, ran, gpu_waits, now.waits - w.waits,
-                              slot.gpu_busy_permille.load(std::memory_order_relaxed)))
+                              slot.gpu_busy_permille.load(std::memory_order_relaxed), shared))
     return;
   w = now;
   slot.gpu_wait_permille.store(uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / ran)), std::memory_order_relaxed);

@@ -29,8 +29,10 @@ void uncount_current_wait();
 // Upkeep thread: judges the job on the GPU of `ordinal` (its slot there is
 // `slot`) over its waits for the GPU and the time it ran (not waiting for
 // the token) since its last judgement, and its GPU share (runtime/gpu_busy.h,
-// measured while it asks to share turns), and publishes the verdict. Not
-// while it runs beside the holder: there it keeps its verdict.
-void judge_host_bound(int ordinal, shm::Slot& slot);
+// measured while it asks to share turns), and publishes the verdict. A
+// window in which it ran in a shared turn, beside the holder or holding
+// one with others beside (`holds_shared_turn`: now), judges it only at a
+// higher limit (rules/host_bound.h).
+void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn);
 
 }  // namespace gshare::runtime

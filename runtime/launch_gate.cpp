@@ -399,7 +399,9 @@ void scheduler_tick() {
     slot->iteration_launches.store(estimate.launches_per_iteration, std::memory_order_relaxed);
     if (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen)
       account_token_time(device.account.arbiter(), held_idle(device, *slot));
-    judge_host_bound(device.ordinal, *slot);
+    const bool holds = (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen) &&
+                       !__atomic_load_n(&slot->beside, __ATOMIC_RELAXED);
+    judge_host_bound(device.ordinal, *slot, holds && turn_shared_now(device.account.arbiter()));
   });
 }
 

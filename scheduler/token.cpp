@@ -704,11 +704,14 @@ void stop_running_locked(Slot& s, shm::JobState after, uint64_t now) {
   if (after == shm::kJobWaiting) s.wait_since_mono_ns = now;
 }
 
-// The job of `slot` runs beside the holder from `now`: its gate opens, and
-// it is charged for its token time as the holder is.
-void begin_beside_locked(Region& r, int slot, uint64_t now) {
+// The job of `slot` runs beside the job of `holder` from `now`: its gate
+// opens, and it is charged for its token time as the holder is. Both count
+// a shared run (Slot::shared_runs).
+void begin_beside_locked(Region& r, int slot, int holder, uint64_t now) {
   Slot& s = r.slots[slot];
   start_running_locked(s, now);
+  s.shared_runs.fetch_add(1, std::memory_order_relaxed);
+  r.slots[holder].shared_runs.fetch_add(1, std::memory_order_relaxed);
   s.beside = 1;
   s.switched_in_mono_ns = 0;  // no switch of the token: nothing to measure
   s.gate.store(shm::kGateOpen, std::memory_order_release);
@@ -783,7 +786,7 @@ bool join_turn_locked(Arbiter& arbiter, int k, uint64_t now) {
   bool seated = false;
   TurnSharing(r, k).seat(holder, own, &seated);
   if (!seated) return false;
-  begin_beside_locked(r, own, now);
+  begin_beside_locked(r, own, holder, now);
   GSHARE_DEBUG("token %d: runs beside pid %d in its turn", k, int(r.slots[holder].pid));
   return true;
 }
@@ -797,7 +800,7 @@ void stay_beside_locked(Arbiter& arbiter, int k, int old, uint64_t now) {
   if (old < 0 || holder < 0 || holder == old || !wants_shared_turn(r.slots[old])) return;
   bool seated = false;
   TurnSharing(r, k).seat(holder, old, &seated);
-  if (seated) begin_beside_locked(r, old, now);
+  if (seated) begin_beside_locked(r, old, holder, now);
 }
 
 // A turn is as long as the holder's switch cost says now (`turn`), not

@@ -272,6 +272,12 @@ struct alignas(64) Slot {
   // thousandths, at its latest measure (runtime/gpu_busy.h), at least 1
   // once measured; 0: not measured yet (never shares a turn).
   std::atomic<uint32_t> gpu_busy_permille;
+  // Written under the lock: bumped as a run beside a holder begins, on the
+  // job beside and on the holder. A judgement of either's host work over a
+  // window in which it changed is a shared one (runtime/host_bound.cpp):
+  // beside others a job's waits are theirs too. 0 from a library that
+  // predates it.
+  std::atomic<uint32_t> shared_runs;
 };
 static_assert(sizeof(Slot) == 768, "Slot layout changed: bump kLayoutVersion");
 

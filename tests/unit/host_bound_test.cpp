@@ -69,6 +69,24 @@ TEST_CASE("a host-bound job stays so until its GPU share passes the higher limit
   CHECK_FALSE(judged(s, 1, 5, 20, 601).host_bound);
 }
 
+TEST_CASE("a window in a shared turn says only whether the job has turned busy, at a higher limit") {
+  const HostBoundState s = judged({}, kStreak, 5);
+  auto shared = [](HostBoundState st, uint64_t wait_ms, uint64_t waits = 20) {
+    REQUIRE(judge_host_bound(&st, 100 * kMs, wait_ms * kMs, waits, 100, true));
+    return st;
+  };
+  // Beside eleven others, waits of 47% (the others' kernels): it stays.
+  CHECK(shared(s, 47).host_bound);
+  CHECK(shared(s, 89).host_bound);
+  // Nearly all its time waiting on the GPU: busy, it leaves.
+  CHECK_FALSE(shared(s, 90).host_bound);
+  CHECK(shared(s, 95, 9).host_bound);  // too few waits to say
+  // A job not host-bound gains no streak in shared windows, however little
+  // it waits, and loses the one it had.
+  CHECK_FALSE(shared(judged({}, kStreak - 1, 5), 1).host_bound);
+  CHECK(shared(judged({}, kStreak - 1, 5), 1).streak == 0);
+}
+
 TEST_CASE("a shared turn holds no more jobs than CPUs, their GPU shares within one GPU") {
   using gshare::rules::turn_has_room;
   CHECK(turn_has_room(2, 2, 200));
