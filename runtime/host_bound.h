@@ -32,7 +32,8 @@ void uncount_current_wait();
 // measured while it asks to share turns), and publishes the verdict. A
 // window in which it ran in a shared turn, beside the holder or holding
 // one with others beside (`holds_shared_turn`: now), judges it only at a
-// higher limit (rules/host_bound.h).
-void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn);
+// higher limit (rules/host_bound.h). Its GPU share is measured only while
+// `may_share` (scheduler::turns_may_be_shared).
+void judge_host_bound(int ordinal, shm::Slot& slot, bool may_share, bool holds_shared_turn);
 
 }  // namespace gshare::runtime

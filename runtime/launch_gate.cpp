@@ -399,9 +399,10 @@ void scheduler_tick() {
     slot->iteration_launches.store(estimate.launches_per_iteration, std::memory_order_relaxed);
     if (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen)
       account_token_time(device.account.arbiter(), held_idle(device, *slot));
+    const shm::Arbiter& arbiter = device.account.arbiter();
     const bool holds = (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen) &&
                        !__atomic_load_n(&slot->beside, __ATOMIC_RELAXED);
-    judge_host_bound(device.ordinal, *slot, holds && turn_shared_now(device.account.arbiter()));
+    judge_host_bound(device.ordinal, *slot, turns_may_be_shared(arbiter), holds && turn_shared_now(arbiter));
   });
 }
 

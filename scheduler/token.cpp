@@ -1735,6 +1735,12 @@ bool holds_token(const Arbiter& arbiter) {
   return __atomic_load_n(&me.beside, __ATOMIC_RELAXED) && (me.gate.load(std::memory_order_relaxed) & shm::kGateOpen);
 }
 
+bool turns_may_be_shared(const Arbiter& arbiter) {
+  const Region& r = *arbiter.region();
+  return region_policy(r.header) == Policy::kFair && token_index(r, arbiter.own_slot()) == 0 &&
+         __atomic_load_n(&r.header.live_slots, __ATOMIC_RELAXED) > 1;
+}
+
 bool turn_shared_now(const Arbiter& arbiter) {
   const Region& r = *arbiter.region();
   const int k = token_index(r, arbiter.own_slot());

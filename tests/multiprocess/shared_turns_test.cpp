@@ -428,3 +428,43 @@ TEST_CASE("a shared turn holds no more jobs than the CPUs they run on, its seats
   CHECK(*least >= 100);
   CHECK(*least * 4 >= *most * 3);
 }
+
+TEST_CASE("a job alone, or under a policy that shares no turn, is never timed on the GPU") {
+  // Timing a stretch of launches costs each of them an event pair: worth it
+  // only where a turn could be shared (fair, another job on the GPU).
+  TestGpu gpu;
+  // The most any job's GPU share reads over `ms` milliseconds.
+  auto most_busy_for = [&](uint64_t ms) {
+    double most = 0;
+    const uint64_t until = monotonic_ns() + ms * kMs;
+    while (monotonic_ns() < until) {
+      const nlohmann::json g = gpu.top_gpu();  // kept: the loop below reads into it
+      for (const nlohmann::json& p : g["processes"]) most = std::max(most, p["gpu_busy_share"].get<double>());
+      usleep(50'000);
+    }
+    return most;
+  };
+  SECTION("alone under fair, then with another job") {
+    const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", "on"}};
+    Client a(gpu, env);
+    REQUIRE(a.send("init") == "init ok");
+    a.post(kHostBoundLoop);
+    // A stretch starts once a second where one may.
+    CHECK(most_busy_for(2500) == 0);
+    Client b(gpu, env);
+    REQUIRE(b.send("init") == "init ok");
+    b.post(kHostBoundLoop);
+    await(gpu, "the first job measured once another came", [&] {
+      return gpu.top_process(a.pid())["gpu_busy_share"].get<double>() > 0;
+    });
+    for (Client* c : {&a, &b}) CHECK(words(c->release(20)).at(1) == "ok");
+  }
+  SECTION("two jobs under priority") {
+    const Env env{{"GSHARE_POLICY", "priority"}, {"GSHARE_SHARED_TURNS", "on"}};
+    Client a(gpu, env), b(gpu, env);
+    for (Client* c : {&a, &b}) REQUIRE(c->send("init") == "init ok");
+    for (Client* c : {&a, &b}) c->post(kHostBoundLoop);
+    CHECK(most_busy_for(2500) == 0);
+    for (Client* c : {&a, &b}) CHECK(words(c->release(20)).at(1) == "ok");
+  }
+}
