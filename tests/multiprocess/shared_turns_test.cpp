@@ -468,3 +468,41 @@ TEST_CASE("a job alone, or under a policy that shares no turn, is never timed on
     for (Client* c : {&a, &b}) CHECK(words(c->release(20)).at(1) == "ok");
   }
 }
+
+TEST_CASE("jobs that share turns count as the turns they take where the default quantum shrinks among many") {
+  // 32 host-bound jobs on two CPUs, the quantum left to adapt: alone in
+  // their turns, 32 turns a round of 320 ms, 10 ms each; two to a turn,
+  // 16 turns, and the quantum stays 20 ms. A turn lasts its quantum and at
+  // most as much again for its job's wake (rules::slice_length), as
+  // gshare-top's holder slice shows. With 24 of the 32 sharing: 20 turns,
+  // 16 ms.
+  if (usable_cpus() < 2) {
+    WARN("one CPU: no turn is shared, nothing to check");
+    return;
+  }
+  TestGpu gpu;
+  const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_SHARED_TURNS", "on"}};
+  constexpr int kJobs = 32;
+  std::vector<std::unique_ptr<Client>> jobs;
+  {
+    OnCpus two(2);
+    for (int i = 0; i < kJobs; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+  }
+  for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+  for (auto& c : jobs) c->post(kHostBoundLoop);
+  await(gpu, "24 of the 32 judged host-bound", [&] { return count_where(gpu.top_gpu(), "host_bound") >= 24; });
+  std::vector<double> turns_ms;
+  const uint64_t until = monotonic_ns() + 4000 * kMs;
+  while (monotonic_ns() < until) {
+    const nlohmann::json g = gpu.top_gpu();
+    if (count_where(g, "host_bound") >= 24 && g["slice_elapsed_ms"].is_number() &&
+        g["slice_remaining_ms"].is_number() && g["slice_remaining_ms"].get<double>() > 0)
+      turns_ms.push_back(g["slice_elapsed_ms"].get<double>() + g["slice_remaining_ms"].get<double>());
+    usleep(10'000);
+  }
+  for (auto& c : jobs) CHECK(words(c->release(40)).at(1) == "ok");
+  INFO("turns " << nlohmann::json(turns_ms).dump());
+  REQUIRE(turns_ms.size() >= 4);
+  CHECK(*std::min_element(turns_ms.begin(), turns_ms.end()) >= 15.9);
+  CHECK(*std::max_element(turns_ms.begin(), turns_ms.end()) <= 40.1);
+}
