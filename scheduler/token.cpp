@@ -704,6 +704,8 @@ void stop_running_locked(Slot& s, shm::JobState after, uint64_t now) {
   if (after == shm::kJobWaiting) s.wait_since_mono_ns = now;
 }
 
+// --- Shared turns: runs beside the holder ---
+
 // The job of `slot` runs beside the job of `holder` from `now`: its gate
 // opens, and it is charged for its token time as the holder is. Both count
 // a shared run (Slot::shared_runs).
