@@ -35,8 +35,11 @@ Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
 subset of n2 n4 n8 n4short n4long w31 small host, default all), SCHED_FAIR_MODES (a
-subset of native gshare, default both: gshare alone gives no ratios to
-native), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
+subset of native gshare shared, default native gshare: gshare alone gives no
+ratios to native; `shared` runs the same jobs under gshare with
+GSHARE_SHARED_TURNS=on in the same trial, the modes' order reversed every
+other trial, and reports its rows beside gshare's), SCHED_GSHARE_EXTRA,
+SCHED_BUDGET_S.
 """
 
 import sys
@@ -64,6 +67,13 @@ JAIN_TARGET = 0.99
 AGGREGATE_TARGET = 1.0
 SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
 SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
+# How the jobs run: natively, under gshare (its defaults and
+# SCHED_GSHARE_EXTRA), and under gshare with shared turns on.
+MODES = ("native", "gshare", "shared")
+UNDER_GSHARE = ("gshare", "shared")
+MODE_VARS = {"gshare": {"GSHARE_POLICY": "fair"},
+             "shared": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "on"}}
+LABEL_OF = {"gshare": "", "shared": ", shared turns"}
 
 
 def weights_of(config):
@@ -86,7 +96,8 @@ def run_config(ctx, config, mode, trial, window):
     small = CONFIGS[config].get("small", False)
     host = CONFIGS[config].get("host", False)
     jobs = []
-    weighted = mode == "gshare" and len(set(weights)) > 1
+    under_gshare = mode in UNDER_GSHARE
+    weighted = under_gshare and len(set(weights)) > 1
     for index, weight in enumerate(weights):
         job_vars = {"GSHARE_WEIGHT": str(weight)} if weighted else None
         argv = small_argv(ctx, window) if small else ctx.train_argv(window) + CONFIGS[config].get("args", [])
@@ -95,10 +106,10 @@ def run_config(ctx, config, mode, trial, window):
         jobs.append((f"job{index}", argv, job_vars))
     # Many processes start their interpreters and contexts at once.
     ready_timeout = 90.0 + 3.0 * len(weights) if len(weights) > 8 else 90.0
-    record = ctx.run_barrier(f"{config}-{mode}-t{trial}", mode, jobs, window,
-                             gshare_vars={"GSHARE_POLICY": "fair"}, ready_timeout=ready_timeout)
-    record.update(config=config, trial=trial)
-    return common.require_metrics(record, metrics.train(record, weights if mode == "gshare" else None))
+    record = ctx.run_barrier(f"{config}-{mode}-t{trial}", "gshare" if under_gshare else "native", jobs, window,
+                             gshare_vars=MODE_VARS.get(mode), ready_timeout=ready_timeout)
+    record.update(config=config, trial=trial, mode=mode)
+    return common.require_metrics(record, metrics.train(record, weights if under_gshare else None))
 
 
 def body(ctx, state):
@@ -116,19 +127,21 @@ def body(ctx, state):
                        "small_args": common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS,
                        "host_ms": common.env_float("SCHED_HOST_MS", 30.0),
                        "configs": chosen}
-    # SCHED_FAIR_MODES: a subset of "native gshare" (gshare alone for a quick
-    # look at a change; its figures are then not ratios to native).
+    # SCHED_FAIR_MODES: a subset of "native gshare shared" (gshare alone for a
+    # quick look at a change; its figures are then not ratios to native).
     only = common.env_words("SCHED_FAIR_MODES") or ["native", "gshare"]
-    unknown = [m for m in only if m not in ("native", "gshare")]
+    unknown = [m for m in only if m not in MODES]
     if unknown:
-        raise SystemExit(f"SCHED_FAIR_MODES: unknown {' '.join(unknown)}; known: native gshare")
+        raise SystemExit(f"SCHED_FAIR_MODES: unknown {' '.join(unknown)}; known: {' '.join(MODES)}")
+    state["config"]["modes"] = [m for m in MODES if m in only]
     for trial in range(1, trials + 1):
-        modes = ["native", "gshare"] if trial % 2 else ["gshare", "native"]
-        modes = [m for m in modes if m in only]
+        modes = [m for m in MODES if m in only]
+        if trial % 2 == 0:
+            modes.reverse()
         groups = [[("alone", "native")]] if trial == 1 and "native" in only else []
         for config in chosen:
             if config == "w31":
-                w31 = [("w31", "gshare")] if "gshare" in only else []
+                w31 = [("w31", m) for m in modes if m in UNDER_GSHARE]
                 groups.append(w31 + ([] if "n2" in chosen else [("n2", m) for m in modes]))
             else:
                 groups.append([(config, m) for m in modes])
@@ -155,12 +168,12 @@ def summarize(records):
         return record.get("metrics") if record else None
 
     rows = []
-    for config in COMPARED:
+    for config, under in ((c, u) for c in COMPARED for u in UNDER_GSHARE):
         spec = CONFIGS[config]
-        if not any(c == config for c, _, _ in found):
+        if not any(c == config and m == under for c, m, _ in found):
             continue
         if spec.get("host"):
-            rows.append(host_row(config, spec, found, metric))
+            rows.append(host_row(config, under, spec, found, metric))
             continue
         reference = spec.get("native", config)
         weights = weights_of(config) if spec["weights"] is None else spec["weights"]
@@ -169,8 +182,8 @@ def summarize(records):
                         if c == config and r.get("metrics")), weights)
         total = sum(weights)
         per_trial = []
-        for trial in sorted({t for c, m, t in found if c == config and m == "gshare"}):
-            gshare = metric(config, "gshare", trial)
+        for trial in sorted({t for c, m, t in found if c == config and m == under}):
+            gshare = metric(config, under, trial)
             if gshare is None:
                 continue
             native = metric(reference, "native", trial)
@@ -204,7 +217,8 @@ def summarize(records):
             met["slowest_over_fastest"] = None if spread is None else spread >= SPREAD_TARGET
             targets["slowest_over_fastest"] = f">= {SPREAD_TARGET}"
         rows.append({
-            "config": config, "label": f"{len(weights)} {spec['label']}" if spec.get("small") else spec["label"],
+            "config": config, "mode": under,
+            "label": (f"{len(weights)} {spec['label']}" if spec.get("small") else spec["label"]) + LABEL_OF[under],
             "weights": weights,
             "expected_shares": [w / total for w in weights],
             "slowest_over_fastest": spread,
@@ -228,12 +242,13 @@ def summarize(records):
     return rows, alone_row
 
 
-def host_row(config, spec, found, metric):
+def host_row(config, under, spec, found, metric):
     """`host`'s row: the training jobs' aggregate and the host-bound job's
-    rate (the last job), each under gshare over natively, per trial."""
+    rate (the last job), each under gshare (`under`: its mode) over
+    natively, per trial."""
     per_trial = []
-    for trial in sorted({t for c, m, t in found if c == config and m == "gshare"}):
-        gshare, native = metric(config, "gshare", trial), metric(config, "native", trial)
+    for trial in sorted({t for c, m, t in found if c == config and m == under}):
+        gshare, native = metric(config, under, trial), metric(config, "native", trial)
         if gshare is None:
             continue
         training = sum(gshare["steps_per_s"][:-1])
@@ -248,7 +263,7 @@ def host_row(config, spec, found, metric):
     training_ratio = stats.median([t["training_ratio"] for t in per_trial])
     host_ratio = stats.median([t["host_ratio"] for t in per_trial])
     return {
-        "config": config, "label": spec["label"], "host": True, "trials": per_trial,
+        "config": config, "mode": under, "label": spec["label"] + LABEL_OF[under], "host": True, "trials": per_trial,
         "training_ratio": training_ratio, "host_ratio": host_ratio,
         "training_ratio_min": min((t["training_ratio"] for t in per_trial if t["training_ratio"] is not None),
                                   default=None),
