@@ -158,6 +158,9 @@ inline constexpr double kHostBoundLeaveShare = 0.5;
 inline constexpr double kHostBoundLeaveShareShared = 0.9;
 inline constexpr uint64_t kHostBoundJudgeNs = 20'000'000;
 inline constexpr uint64_t kHostBoundMinWaits = 10;
+// A window with fewer waits goes on up to this much running time; a job
+// still short of them then is not host-bound (rules/host_bound.h).
+inline constexpr uint64_t kHostBoundFewWaitsNs = 200'000'000;
 // The GPU-time measure behind it (runtime/gpu_busy.h): a job's kernels'
 // share of a stretch of its launches in its own turn, timed by events
 // around each launch. Host-bound needs a share under kHostBoundBusy, and

@@ -37,18 +37,23 @@ struct HostBoundState {
 // waiting for the GPU in `waits` waits; `busy_permille` is its latest GPU
 // share in thousandths, 0 while not measured; `shared`: it ran in a shared
 // turn in the window. Returns false, changing nothing, while the window
-// holds too little running time to say.
+// holds too little running time, or too few waits, to say.
 inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wait_ns, uint64_t waits,
                              uint32_t busy_permille, bool shared = false) {
   if (run_ns < tunables::kHostBoundJudgeNs) return false;
+  // Too few waits yet to know where its work goes: the window goes on, up
+  // to kHostBoundFewWaitsNs of running time. (A job of 2 ms steps waits
+  // about ten times in 20 ms: judged on one wait fewer, it would lose its
+  // streak.)
+  if (waits < tunables::kHostBoundMinWaits && run_ns < tunables::kHostBoundFewWaitsNs) return false;
   if (shared) {
     const bool busy = waits >= tunables::kHostBoundMinWaits &&
                       double(wait_ns) / double(run_ns) >= tunables::kHostBoundLeaveShareShared;
     if (busy || !state->host_bound) *state = {};
     return true;
   }
-  // Too few waits to know where its work goes: a job that never syncs may
-  // keep the GPU full through queued launches.
+  // Still too few: a job that hardly ever syncs may keep the GPU full
+  // through queued launches.
   if (waits < tunables::kHostBoundMinWaits) {
     *state = {};
     return true;

@@ -43,9 +43,25 @@ TEST_CASE("a host-bound job stays so until its waits pass half its running time"
   CHECK(judged(s, 1, 51).streak == 0);
 }
 
-TEST_CASE("a job with too few waits is not host-bound: it may keep the GPU full through queued launches") {
-  CHECK_FALSE(judged({}, 10, 0, 9).host_bound);
-  CHECK_FALSE(judged(judged({}, kStreak, 5), 1, 0, 0).host_bound);
+TEST_CASE("a window with too few waits goes on; still short of them, the job is not host-bound") {
+  using gshare::tunables::kHostBoundFewWaitsNs;
+  // Nine waits in 100 ms (steps of a little over 10 ms): no judgement yet,
+  // and its streak stands.
+  HostBoundState s = judged({}, kStreak - 1, 5);
+  CHECK_FALSE(judge_host_bound(&s, 100 * kMs, 5 * kMs, 9, 100));
+  CHECK(s.streak == uint32_t(kStreak - 1));
+  // With a tenth, the window is judged and completes the streak.
+  CHECK(judge_host_bound(&s, 110 * kMs, 5 * kMs, 10, 100));
+  CHECK(s.host_bound);
+  // Nine waits in all of the longest window: a job that hardly syncs may
+  // keep the GPU full through queued launches, host-bound or not before.
+  HostBoundState few = judged({}, kStreak - 1, 5);
+  REQUIRE(judge_host_bound(&few, kHostBoundFewWaitsNs, 0, 9, 100));
+  CHECK(few.streak == 0);
+  CHECK_FALSE(few.host_bound);
+  HostBoundState was = judged({}, kStreak, 5);
+  REQUIRE(judge_host_bound(&was, kHostBoundFewWaitsNs, 0, 0, 100));
+  CHECK_FALSE(was.host_bound);
   CHECK(judged({}, kStreak, 0, 10).host_bound);
 }
 
@@ -80,7 +96,9 @@ TEST_CASE("a window in a shared turn says only whether the job has turned busy, 
   CHECK(shared(s, 89).host_bound);
   // Nearly all its time waiting on the GPU: busy, it leaves.
   CHECK_FALSE(shared(s, 90).host_bound);
-  CHECK(shared(s, 95, 9).host_bound);  // too few waits to say
+  HostBoundState few_waits = s;  // too few waits yet to say: no judgement
+  CHECK_FALSE(judge_host_bound(&few_waits, 100 * kMs, 95 * kMs, 9, 100, true));
+  CHECK(few_waits.host_bound);
   // A job not host-bound gains no streak in shared windows, however little
   // it waits, and loses the one it had.
   CHECK_FALSE(shared(judged({}, kStreak - 1, 5), 1).host_bound);
