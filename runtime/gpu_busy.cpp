@@ -123,9 +123,12 @@ void arm_gpu_busy_sample(uint64_t now_ns) {
     return;
   Locked locked;
   if (g.stage == Stage::kArmed) {
-    // Nothing timed for a while (the job stopped launching, or only beside
-    // others): stop detouring its launches; the stretch is tried again later.
-    if (g.started == 0 && now_ns - g.armed_ns >= 10 * tunables::kGpuBusyStretchNs) stop_detour_locked(Stage::kIdle);
+    // Nothing timed since it was armed a stretch's period ago (the job
+    // stopped launching, or launched outside its own turns): stop detouring
+    // its launches; the stretch is armed again from the next tick. A job
+    // among many waits that long for its turn: a stretch given up sooner
+    // would miss most of its turns (among 64, one in 320 ms).
+    if (g.started == 0 && now_ns - g.armed_ns >= tunables::kGpuBusyEveryNs) stop_detour_locked(Stage::kIdle);
     // Launches stopped mid-stretch: it ends with what it has.
     if (g.started != 0 && g.ended == g.started && now_ns - g.last_ns >= tunables::kGpuBusyStretchNs) {
       g.closing = true;
@@ -182,10 +185,17 @@ bool collect_gpu_busy(uint32_t* permille) {
 
 bool gpu_busy_armed() { return g.armed.load(std::memory_order_relaxed); }
 
-int gpu_busy_before_launch(CUstream stream, bool own_turn) {
+int gpu_busy_before_launch(CUstream stream, bool own_turn, bool shared) {
   const uint64_t now_ns = mono_now_ns();
   Locked locked;
   if (g.stage != Stage::kArmed || g.closing) return -1;
+  // In a shared turn before anything was timed: the job may share turns
+  // from now on, its launches detoured for nothing; armed again at a tick
+  // that finds it beside nobody.
+  if (g.started == 0 && shared) {
+    stop_detour_locked(Stage::kIdle);
+    return -1;
+  }
   if (g.started != 0 && (!own_turn || long_enough_locked(now_ns))) {
     g.closing = true;
     finish_if_quiet_locked();

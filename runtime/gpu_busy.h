@@ -38,9 +38,10 @@ bool gpu_busy_armed();
 
 // Launch slow path, while armed. `own_turn`: the job holds its token, no
 // job runs beside it, and it has not waited for the token at this launch;
-// otherwise an open stretch ends before it. Returns the pair this launch
-// is timed by, or -1.
-int gpu_busy_before_launch(CUstream stream, bool own_turn);
+// otherwise an open stretch ends before it. `shared`: a job runs beside the
+// holder of its token (it, or the job itself): a stretch that has timed
+// nothing yet is given up. Returns the pair this launch is timed by, or -1.
+int gpu_busy_before_launch(CUstream stream, bool own_turn, bool shared);
 void gpu_busy_after_launch(int pair, CUstream stream, bool launched);
 
 void forget_gpu_busy_after_fork();

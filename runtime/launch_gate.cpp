@@ -236,9 +236,9 @@ LaunchTicket before_launch_slow(CUstream stream, const void* function) {
   // Timed only alone in its own turn: in a shared turn, others' kernels
   // would count as its own; after a wait, the last holder's tail.
   if (gpu_busy_armed()) {
-    const bool own_turn = !waited && gate == shm::kGateOpen && allocator::only_slot() == slot &&
-                          !turn_shared_now(arbiter);
-    ticket.busy_pair = gpu_busy_before_launch(stream, own_turn);
+    const bool shared = turn_shared_now(arbiter);
+    const bool own_turn = !waited && gate == shm::kGateOpen && allocator::only_slot() == slot && !shared;
+    ticket.busy_pair = gpu_busy_before_launch(stream, own_turn, shared);
   }
   return ticket;
 }
