@@ -166,6 +166,10 @@ bool wants_shared_turn(const Slot& s) {
   return s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
 }
 
+// A job's GPU share in its own turns, thousandths (runtime/gpu_busy.h);
+// 0: not measured.
+uint64_t gpu_busy(const Slot& s) { return s.gpu_busy_permille.load(std::memory_order_relaxed); }
+
 // Who may share a turn of token `k` now (token.h, beside): what every
 // such decision needs, gathered once under the lock.
 class TurnSharing {
@@ -237,8 +241,6 @@ class TurnSharing {
   static bool asks_to_share(const Slot& s) {
     return s.state == shm::kSlotLive && wants_shared_turn(s);
   }
-
-  static uint64_t gpu_busy(const Slot& s) { return s.gpu_busy_permille.load(std::memory_order_relaxed); }
 
   // Turns are shared only under fair, without paging (a job beside would
   // need its memory resident), and while no host-bound job that asks to
@@ -339,7 +341,7 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
     for (int a = 0; a < asks; ++a) {
       if (!sharing.allows(asking[a])) continue;
       sharers++;
-      sharers_busy += r.slots[asking[a]].gpu_busy_permille.load(std::memory_order_relaxed);
+      sharers_busy += gpu_busy(r.slots[asking[a]]);
     }
     takers = rules::turns_in_round(takers, sharers, sharers_busy, usable_cpus());
   }
