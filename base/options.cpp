@@ -212,7 +212,7 @@ const OptionRow kOptions[] = {
     {{"GSHARE_SLICE_MAX_MS", "ms", "200",
       "how far a slice may run past its quantum while waiting for an iteration boundary"},
      "a number of milliseconds from 0 to 600000", parse_slice_max},
-    {{"GSHARE_SHARED_TURNS", "bool", "off",
+    {{"GSHARE_SHARED_TURNS", "bool", "on",
       "on, under fair: jobs of equal weights whose host work leaves the GPU mostly idle between "
       "their syncs run beside one another in one turn, as they would natively; off: every turn is "
       "one job's"},

@@ -57,7 +57,7 @@ struct Options {
   double idle_ms = 100;
   bool strict_handover = false;
   double slice_max_ms = 200;
-  bool shared_turns = false;  // fair: host-bound jobs take their turns together
+  bool shared_turns = true;  // fair: host-bound jobs take their turns together
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
   // Paging to host memory (allocator/pager.h).

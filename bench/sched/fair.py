@@ -35,11 +35,11 @@ Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
 subset of n2 n4 n8 n4short n4long w31 small host, default all), SCHED_FAIR_MODES (a
-subset of native gshare shared, default native gshare: gshare alone gives no
-ratios to native; `shared` runs the same jobs under gshare with
-GSHARE_SHARED_TURNS=on in the same trial, the modes' order reversed every
-other trial, and reports its rows beside gshare's), SCHED_GSHARE_EXTRA,
-SCHED_BUDGET_S.
+subset of native gshare exclusive, default native gshare: gshare alone gives
+no ratios to native; `exclusive` runs the same jobs under gshare with
+GSHARE_SHARED_TURNS=off, every job's turn its own, in the same trial, the
+modes' order reversed every other trial, and reports its rows beside
+gshare's), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 """
 
 import sys
@@ -68,12 +68,12 @@ AGGREGATE_TARGET = 1.0
 SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
 SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
 # How the jobs run: natively, under gshare (its defaults and
-# SCHED_GSHARE_EXTRA), and under gshare with shared turns on.
-MODES = ("native", "gshare", "shared")
-UNDER_GSHARE = ("gshare", "shared")
+# SCHED_GSHARE_EXTRA), and under gshare with every turn a job's own.
+MODES = ("native", "gshare", "exclusive")
+UNDER_GSHARE = ("gshare", "exclusive")
 MODE_VARS = {"gshare": {"GSHARE_POLICY": "fair"},
-             "shared": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "on"}}
-LABEL_OF = {"gshare": "", "shared": ", shared turns"}
+             "exclusive": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "off"}}
+LABEL_OF = {"gshare": "", "exclusive": ", exclusive turns"}
 
 
 def weights_of(config):
@@ -127,7 +127,7 @@ def body(ctx, state):
                        "small_args": common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS,
                        "host_ms": common.env_float("SCHED_HOST_MS", 30.0),
                        "configs": chosen}
-    # SCHED_FAIR_MODES: a subset of "native gshare shared" (gshare alone for a
+    # SCHED_FAIR_MODES: a subset of "native gshare exclusive" (gshare alone for a
     # quick look at a change; its figures are then not ratios to native).
     only = common.env_words("SCHED_FAIR_MODES") or ["native", "gshare"]
     unknown = [m for m in only if m not in MODES]

@@ -172,22 +172,22 @@ class FairSummary(unittest.TestCase):
         self.assertAlmostEqual(row["trials"][0]["native_slowest_over_fastest"], 1.0, places=2)
 
 
-    def test_shared_turns_beside_exclusive(self):
-        # One trial of four jobs natively (40 ms a step), under gshare (41)
-        # and with shared turns on (39): a row each for gshare and shared,
-        # both against the trial's native run.
+    def test_exclusive_turns_beside_gshare(self):
+        # One trial of four jobs natively (40 ms a step), under gshare (39)
+        # and with every turn a job's own (41): a row each for gshare and
+        # exclusive, both against the trial's native run.
         records = []
-        for mode, step in (("native", 0.040), ("gshare", 0.041), ("shared", 0.039)):
+        for mode, step in (("native", 0.040), ("gshare", 0.039), ("exclusive", 0.041)):
             r = record({f"job{i}": train_result(step, 10) for i in range(4)}, config="n4", mode=mode, trial=1)
             r["metrics"] = metrics.train(r)
             records.append(r)
         rows, _ = fair.summarize(records)
         by = {row["mode"]: row for row in rows}
-        self.assertEqual(set(by), {"gshare", "shared"})
-        self.assertAlmostEqual(by["gshare"]["ratio"], 40 / 41, places=2)
-        self.assertAlmostEqual(by["shared"]["ratio"], 40 / 39, places=2)
-        self.assertTrue(by["shared"]["label"].endswith("shared turns"))
-        self.assertFalse(by["gshare"]["label"].endswith("shared turns"))
+        self.assertEqual(set(by), {"gshare", "exclusive"})
+        self.assertAlmostEqual(by["gshare"]["ratio"], 40 / 39, places=2)
+        self.assertAlmostEqual(by["exclusive"]["ratio"], 40 / 41, places=2)
+        self.assertTrue(by["exclusive"]["label"].endswith("exclusive turns"))
+        self.assertFalse(by["gshare"]["label"].endswith("exclusive turns"))
 
     def test_host_bound_job_beside_training(self):
         # Natively the host-bound job (the last) makes 20 steps/s beside two
