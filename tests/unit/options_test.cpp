@@ -131,7 +131,8 @@ TEST_CASE("the README lists every variable in its table") {
 TEST_CASE("scheduling options parse from the environment") {
   const char* env[] = {"GSHARE_POLICY=SRTF", "GSHARE_QUANTUM_MS=12.5", "GSHARE_WEIGHT=3",
                        "GSHARE_PRIORITY=-7", "GSHARE_EXPECTED_SECONDS=90", "GSHARE_EXPECTED_ITERS=5000",
-                       "GSHARE_IDLE_MS=20", "GSHARE_HANDOVER=strict", "GSHARE_SLICE_MAX_MS=0", nullptr};
+                       "GSHARE_IDLE_MS=20", "GSHARE_HANDOVER=strict", "GSHARE_SLICE_MAX_MS=0",
+                       "GSHARE_SHARED_TURNS=off", nullptr};
   Options o;
   char error[512];
   REQUIRE(parse_options(env, &o, error, sizeof error));
@@ -145,9 +146,10 @@ TEST_CASE("scheduling options parse from the environment") {
   CHECK(o.idle_ms == 20);
   CHECK(o.strict_handover);
   CHECK(o.slice_max_ms == 0);
+  CHECK_FALSE(o.shared_turns);
 }
 
-TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, overlap") {
+TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, overlap, shared turns") {
   const char* env[] = {nullptr};
   Options o;
   char error[512];
@@ -160,6 +162,7 @@ TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, ove
   CHECK(o.expected_seconds == 0);
   CHECK(o.expected_iters == 0);
   CHECK_FALSE(o.strict_handover);
+  CHECK(o.shared_turns);
 }
 
 TEST_CASE("paging makes prefetch the default policy, never over a policy asked for") {
