@@ -1741,7 +1741,9 @@ bool holds_token(const Arbiter& arbiter) {
 
 bool turns_may_be_shared(const Arbiter& arbiter) {
   const Region& r = *arbiter.region();
-  return region_policy(r.header) == Policy::kFair && token_index(r, arbiter.own_slot()) == 0 &&
+  const int own = arbiter.own_slot();
+  return region_policy(r.header) == Policy::kFair && token_index(r, own) == 0 &&
+         r.slots[own].handover_mode == shm::kHandoverOverlap &&
          __atomic_load_n(&r.header.live_slots, __ATOMIC_RELAXED) > 1;
 }
 

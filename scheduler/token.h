@@ -167,11 +167,11 @@ bool holds_token(const shm::Arbiter& arbiter);
 bool turn_shared_now(const shm::Arbiter& arbiter);
 
 // Whether a turn of this job's token could be shared at all now: the
-// region's policy is fair, the job launches under the GPU's first token,
-// and another job is live on the GPU. A racy read, without the lock: what
-// a measure for shared turns needs before it costs a job anything
-// (runtime/gpu_busy.h), so that a job alone, or under another policy, is
-// never timed.
+// region's policy is fair, the job launches under the GPU's first token
+// and hands over under overlap, and another job is live on the GPU. A
+// racy read, without the lock: what a measure for shared turns needs
+// before it costs a job anything (runtime/gpu_busy.h), so that a job
+// alone, under another policy or under strict handover is never timed.
 bool turns_may_be_shared(const shm::Arbiter& arbiter);
 
 // The token this job launches under.

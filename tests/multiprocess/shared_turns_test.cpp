@@ -429,7 +429,7 @@ TEST_CASE("a shared turn holds no more jobs than the CPUs they run on, its seats
   CHECK(*least * 4 >= *most * 3);
 }
 
-TEST_CASE("a job alone, or under a policy that shares no turn, is never timed on the GPU") {
+TEST_CASE("a job alone, under a policy or handover that shares no turn, or with shared turns off, is never timed on the GPU") {
   // Timing a stretch of launches costs each of them an event pair: worth it
   // only where a turn could be shared (fair, another job on the GPU).
   TestGpu gpu;
@@ -444,8 +444,8 @@ TEST_CASE("a job alone, or under a policy that shares no turn, is never timed on
     }
     return most;
   };
-  SECTION("alone under fair, then with another job") {
-    const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", "on"}};
+  SECTION("alone under fair, then with another job (shared turns on by default)") {
+    const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}};
     Client a(gpu, env);
     REQUIRE(a.send("init") == "init ok");
     a.post(kHostBoundLoop);
@@ -465,6 +465,23 @@ TEST_CASE("a job alone, or under a policy that shares no turn, is never timed on
     for (Client* c : {&a, &b}) REQUIRE(c->send("init") == "init ok");
     for (Client* c : {&a, &b}) c->post(kHostBoundLoop);
     CHECK(most_busy_for(2500) == 0);
+    for (Client* c : {&a, &b}) CHECK(words(c->release(20)).at(1) == "ok");
+  }
+  SECTION("two jobs under fair with strict handover (no turn of theirs is ever shared)") {
+    const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_HANDOVER", "strict"}};
+    Client a(gpu, env), b(gpu, env);
+    for (Client* c : {&a, &b}) REQUIRE(c->send("init") == "init ok");
+    for (Client* c : {&a, &b}) c->post(kHostBoundLoop);
+    CHECK(most_busy_for(2500) == 0);
+    for (Client* c : {&a, &b}) CHECK(words(c->release(20)).at(1) == "ok");
+  }
+  SECTION("two jobs under fair with shared turns off") {
+    const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", "off"}};
+    Client a(gpu, env), b(gpu, env);
+    for (Client* c : {&a, &b}) REQUIRE(c->send("init") == "init ok");
+    for (Client* c : {&a, &b}) c->post(kHostBoundLoop);
+    CHECK(most_busy_for(2500) == 0);
+    CHECK(count_where(gpu.top_gpu(), "host_bound") == 0);
     for (Client* c : {&a, &b}) CHECK(words(c->release(20)).at(1) == "ok");
   }
 }
