@@ -173,6 +173,14 @@ inline constexpr uint64_t kHostBoundFewWaitsNs = 200'000'000;
 // gshare's exclusive turns about what the GPU as a whole was busy.
 inline constexpr uint32_t kHostBoundBusy = 300;       // thousandths
 inline constexpr uint32_t kHostBoundLeaveBusy = 600;  // thousandths
+// Both measures far under their limits say it in one judgement, without
+// the streak: waits under kHostBoundSureShare and a GPU share under
+// kHostBoundSureBusy. On an H200, 64 host-bound PyTorch jobs read waits of
+// 0.5% to 0.9% and GPU shares of 0.04 to 0.10 three seconds into their
+// window, none yet host-bound; jobs that keep the GPU busy read 0.6 and
+// more (rules/host_bound.h).
+inline constexpr double kHostBoundSureShare = 0.05;
+inline constexpr uint32_t kHostBoundSureBusy = 150;  // thousandths
 inline constexpr uint64_t kGpuBusyStretchNs = 10'000'000;
 inline constexpr uint32_t kGpuBusyPairs = 256;
 inline constexpr uint32_t kGpuBusyMinPairs = 4;

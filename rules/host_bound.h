@@ -11,8 +11,9 @@
 // done long before its next launch (Python between small kernels, a data
 // pipeline, an environment step). A job is host-bound after several
 // judgements in a row with waits well under the limit and a GPU share
-// under kHostBoundBusy, and stays so until its waits pass a much higher
-// limit or its GPU share passes kHostBoundLeaveBusy. In a shared turn, its
+// under kHostBoundBusy (after one where both are far under), and stays so
+// until its waits pass a much higher limit or its GPU share passes
+// kHostBoundLeaveBusy. In a shared turn, its
 // own or another's, a job's waits are the others' too (their kernels and
 // the GPU's switches between contexts lengthen them): a window in which it
 // shared one says only whether it has turned busy, at a higher limit still.
@@ -67,7 +68,13 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
   state->streak = share < tunables::kHostBoundShare ? state->streak + 1 : 0;
   // Not measured on the GPU yet: not host-bound, whatever its waits say.
   const bool idle_gpu = busy_permille != 0 && busy_permille < tunables::kHostBoundBusy;
-  state->host_bound = state->streak >= tunables::kHostBoundStreak && idle_gpu;
+  // The streak guards against waits that swing from one window to the
+  // next (a busy job's); with both measures far under their limits one
+  // window says it, and a job among many, which runs a few milliseconds a
+  // round, need not wait three windows (seconds among 64) to share turns.
+  const bool sure = share < tunables::kHostBoundSureShare && busy_permille != 0 &&
+                    busy_permille < tunables::kHostBoundSureBusy;
+  state->host_bound = (state->streak >= tunables::kHostBoundStreak || sure) && idle_gpu;
   return true;
 }
 

@@ -73,6 +73,21 @@ TEST_CASE("a job whose kernels keep the GPU busy is not host-bound, however litt
   CHECK(judged({}, kStreak, 5, 20, 299).host_bound);
 }
 
+TEST_CASE("one judgement makes a job host-bound where both measures are far under their limits") {
+  using gshare::tunables::kHostBoundSureBusy;
+  // Waits of 1% of its running time, its kernels busy a tenth of its turns.
+  CHECK(judged({}, 1, 1, 20, 100).host_bound);
+  // Either measure only under its limit, not far under: the streak decides.
+  CHECK_FALSE(judged({}, 1, 5, 20, 100).host_bound);
+  CHECK_FALSE(judged({}, 1, 1, 20, kHostBoundSureBusy).host_bound);
+  CHECK(judged({}, kStreak, 1, 20, kHostBoundSureBusy).host_bound);
+  // Nor without a GPU measure, or with too few waits to say.
+  CHECK_FALSE(judged({}, 1, 1, 20, 0).host_bound);
+  HostBoundState few;
+  REQUIRE(judge_host_bound(&few, gshare::tunables::kHostBoundFewWaitsNs, kMs, 9, 100));
+  CHECK_FALSE(few.host_bound);
+}
+
 TEST_CASE("a job not yet measured on the GPU is not host-bound; once measured idle, it is") {
   const HostBoundState unmeasured = judged({}, 10, 5, 20, 0);
   CHECK_FALSE(unmeasured.host_bound);
