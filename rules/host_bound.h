@@ -13,10 +13,10 @@
 // judgements in a row with waits well under the limit and a GPU share
 // under kHostBoundBusy (after one where both are far under), and stays so
 // until its waits pass a much higher limit or its GPU share passes
-// kHostBoundLeaveBusy. In a shared turn, its
-// own or another's, a job's waits are the others' too (their kernels and
-// the GPU's switches between contexts lengthen them): a window in which it
-// shared one says only whether it has turned busy, at a higher limit still.
+// kHostBoundLeaveBusy. In a shared turn, its own or another's, a job's
+// waits are the others' too (their kernels and the GPU's switches between
+// contexts lengthen them): a window in which it shared one says only
+// whether it has turned busy, at a higher limit still.
 // Pure code: the upkeep thread feeds it (runtime/host_bound.h), the unit
 // tests call it.
 #pragma once
