@@ -72,8 +72,7 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
   // next (a busy job's); with both measures far under their limits one
   // window says it, and a job among many, which runs a few milliseconds a
   // round, need not wait three windows (seconds among 64) to share turns.
-  const bool sure = share < tunables::kHostBoundSureShare && busy_permille != 0 &&
-                    busy_permille < tunables::kHostBoundSureBusy;
+  const bool sure = share < tunables::kHostBoundSureShare && busy_permille < tunables::kHostBoundSureBusy;
   state->host_bound = (state->streak >= tunables::kHostBoundStreak || sure) && idle_gpu;
   return true;
 }
