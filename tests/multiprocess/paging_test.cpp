@@ -70,9 +70,9 @@ TEST_CASE("jobs whose memory is twice the GPU all finish, every byte intact", "[
     bool paged = false;
     for (auto& job : jobs) {
       std::string reply = job->reply(120);
-      INFO("reply '" << reply << "'; " << gpu.state());
-      CHECK(starts_with(reply, "pagetrain ok 16 "));
       std::string err = job->stderr_text();
+      INFO("reply '" << reply << "', its log:\n" << err << gpu.state());
+      CHECK(starts_with(reply, "pagetrain ok 16 "));
       // Back in its turn or ahead of it (a prefetch): a page-in either way.
       if (err.find("paged out") != std::string::npos &&
           (err.find("paged in") != std::string::npos || err.find("prefetched") != std::string::npos))
