@@ -38,6 +38,14 @@ uint64_t quota_on_gpu(const SizeSpec& limit, uint64_t gpu_bytes);
 
 inline constexpr size_t kOptionTextChars = 256;
 
+// GSHARE_SHARED_TURNS: which jobs under fair may share a turn
+// (scheduler/token.h, beside).
+enum class SharedTurns : uint8_t {
+  kOff,        // off: every turn is one job's
+  kHostBound,  // on: jobs whose host work leaves the GPU mostly idle
+  kPairs,      // pairs: those, and any job two to a turn
+};
+
 struct Options {
   bool disable = false;
   SizeSpec mem_limit;
@@ -57,7 +65,7 @@ struct Options {
   double idle_ms = 100;
   bool strict_handover = false;
   double slice_max_ms = 200;
-  bool shared_turns = true;  // fair: host-bound jobs take their turns together
+  SharedTurns shared_turns = SharedTurns::kHostBound;
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
   // Paging to host memory (allocator/pager.h).

@@ -161,9 +161,16 @@ bool any_beside_locked(const Region& r, int k) {
 }
 
 // Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS on, and
-// host-bound by its own measure (runtime/host_bound.h).
+// host-bound by its own measure (runtime/host_bound.h); or pairs.
 bool wants_shared_turn(const Slot& s) {
-  return s.shares_turns && s.host_bound.load(std::memory_order_relaxed) != 0;
+  return s.shares_turns == shm::kSharesInPairs ||
+         (s.shares_turns != shm::kSharesNone && s.host_bound.load(std::memory_order_relaxed) != 0);
+}
+
+// Whether the job of `s` shares a turn only as one of a pair: it asks to
+// share though it keeps the GPU busy (rules/turn_room.h).
+bool shares_as_pair(const Slot& s) {
+  return s.shares_turns == shm::kSharesInPairs && s.host_bound.load(std::memory_order_relaxed) == 0;
 }
 
 // A job's GPU share in its own turns, thousandths (runtime/gpu_busy.h);
@@ -182,11 +189,13 @@ class TurnSharing {
       if (!s.beside || s.state != shm::kSlotLive || token_index(r, int(i)) != k) continue;
       beside_++;
       beside_busy_ += gpu_busy(s);
+      beside_pair_ = beside_pair_ || shares_as_pair(s);
     }
   }
 
   // The seats of the turn of `holder` still free (rules/turn_room.h: as
-  // many jobs as CPUs, their GPU shares within one GPU), given to the jobs
+  // many jobs as CPUs, their GPU shares within one GPU; two with a job
+  // that shares as one of a pair), given to the jobs
   // that could share it, least fair time first: those waiting for the
   // token, and `also` (a job about to ask; -1: none). Returns their waiter
   // bits; `*also_seated` says whether `also` has one. Fair among jobs
@@ -204,13 +213,16 @@ class TurnSharing {
               [&](int a, int b) { return r_.slots[a].vtime_ns < r_.slots[b].vtime_ns; });
     uint32_t jobs = 1 + beside_;
     uint64_t busy = beside_busy_ + gpu_busy(r_.slots[holder]);
+    bool pair = beside_pair_ || shares_as_pair(r_.slots[holder]);
     uint32_t bits = 0;
     if (also_seated) *also_seated = false;
     for (int j = 0; j < n; ++j) {
       const uint64_t more = gpu_busy(r_.slots[candidates[j]]);
-      if (!rules::turn_has_room(jobs + 1, usable_cpus(), busy + more)) break;
+      const bool more_pair = pair || shares_as_pair(r_.slots[candidates[j]]);
+      if (!rules::turn_has_room(jobs + 1, usable_cpus(), busy + more, more_pair)) break;
       jobs++;
       busy += more;
+      pair = more_pair;
       bits |= shm::waiter_bit(candidates[j]);
       if (candidates[j] == also && also_seated) *also_seated = true;
     }
@@ -218,7 +230,8 @@ class TurnSharing {
   }
 
   // Whether the job of `slot` may share a turn with others: with
-  // GSHARE_SHARED_TURNS on, host-bound (runtime/host_bound.h), handing
+  // GSHARE_SHARED_TURNS on, host-bound (runtime/host_bound.h) or sharing
+  // as one of a pair (GSHARE_SHARED_TURNS=pairs), handing
   // over under overlap, its memory on the GPU and admitted, and alone in
   // its lane (lane-mates take turns with one ephemeral space: beside each
   // other one would only wait for the other's).
@@ -264,6 +277,7 @@ class TurnSharing {
   bool open_ = false;
   uint32_t beside_ = 0;       // jobs beside the holder of token k_
   uint64_t beside_busy_ = 0;  // their GPU shares, thousandths
+  bool beside_pair_ = false;  // one of them shares as one of a pair
 };
 
 // The live jobs that compete for token `k`. A job that waits in name only
@@ -333,17 +347,22 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   // Jobs that share turns take fewer turns than they are: a round of turns
   // is as long for 64 jobs twelve to a turn as for six jobs alone, and
   // the quantum need not shrink as for 64 (a shrunk one ends every shared
-  // turn's runs beside it five times as often).
+  // turn's runs beside it five times as often). Jobs that share as one of
+  // a pair take a turn for two.
   if (asks > 1) {
     const TurnSharing sharing(r, k);
-    int sharers = 0;
+    int sharers = 0, pairs = 0;
     uint64_t sharers_busy = 0;
     for (int a = 0; a < asks; ++a) {
       if (!sharing.allows(asking[a])) continue;
+      if (shares_as_pair(r.slots[asking[a]])) {
+        pairs++;
+        continue;
+      }
       sharers++;
       sharers_busy += gpu_busy(r.slots[asking[a]]);
     }
-    takers = rules::turns_in_round(takers, sharers, sharers_busy, usable_cpus());
+    takers = rules::turns_in_round(takers, sharers, sharers_busy, usable_cpus()) - pairs / 2;
   }
   // A switch's cost past the memory it moves is the new holder waking (the
   // grant to its first launch): the machine's load, not the job's own, and
@@ -1291,7 +1310,9 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
     s.weight = settings.weight;
     s.priority = settings.priority;
     s.handover_mode = settings.strict_handover ? shm::kHandoverStrict : shm::kHandoverOverlap;
-    s.shares_turns = settings.shared_turns ? 1 : 0;
+    s.shares_turns = settings.shared_turns == SharedTurns::kPairs       ? shm::kSharesInPairs
+                     : settings.shared_turns == SharedTurns::kHostBound ? shm::kSharesHostBound
+                                                                        : shm::kSharesNone;
     s.quantum_ns = settings.quantum_ns;
     s.quantum_adapts = settings.quantum_adapts ? 1 : 0;
     s.idle_ns = settings.idle_ns;

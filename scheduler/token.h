@@ -67,7 +67,7 @@ struct JobSettings {
   uint32_t weight = 0;
   int32_t priority = 0;
   bool strict_handover = false;
-  bool shared_turns = false;  // GSHARE_SHARED_TURNS
+  SharedTurns shared_turns = SharedTurns::kOff;  // GSHARE_SHARED_TURNS
   // GSHARE_HOST_MEM_LIMIT, resolved: whether a swap could bring a paged-out
   // job back (one that none could is passed over while resident jobs ask).
   uint64_t host_limit_bytes = 0;

@@ -85,6 +85,13 @@ enum HandoverMode : uint32_t {
   kHandoverStrict = 1,   // the holder drains its queued work first
 };
 
+// Which of a job's turns it may share (GSHARE_SHARED_TURNS, scheduler/token.h).
+enum SharesTurns : uint32_t {
+  kSharesNone = 0,       // none: off, or a library that predates shared turns
+  kSharesHostBound = 1,  // while it is host-bound
+  kSharesInPairs = 2,    // while host-bound, and else with one other job
+};
+
 // How a job's iterations were found (scheduler/iterations.h).
 enum IterationSource : uint32_t {
   kIterationsUnknown = 0,
@@ -256,8 +263,8 @@ struct alignas(64) Slot {
   uint64_t idle_slice_start_mono_ns;
   uint64_t idle_slice_end_mono_ns;
   uint64_t idle_at_handovers;
-  // Shared turns (scheduler/token.h). Written at join: 1 when
-  // GSHARE_SHARED_TURNS is on. Owner, no lock: 1 while the job's syncs say
+  // Shared turns (scheduler/token.h). Written at join: SharesTurns, from
+  // GSHARE_SHARED_TURNS. Owner, no lock: 1 while the job's syncs say
   // its host work leaves the GPU mostly idle (runtime/host_bound.h).
   // Written under the lock: 1 while it runs beside the holder of its
   // token, its gate open, in the holder's turn. 0 from a library that

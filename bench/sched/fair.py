@@ -35,10 +35,11 @@ Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
 subset of n2 n4 n8 n4short n4long w31 small host, default all), SCHED_FAIR_MODES (a
-subset of native gshare exclusive, default native gshare: gshare alone gives
-no ratios to native; `exclusive` runs the same jobs under gshare with
-GSHARE_SHARED_TURNS=off, every job's turn its own, in the same trial, the
-modes' order reversed every other trial, and reports its rows beside
+subset of native gshare exclusive pairs, default native gshare: gshare alone
+gives no ratios to native; `exclusive` runs the same jobs under gshare with
+GSHARE_SHARED_TURNS=off, every job's turn its own, and `pairs` with
+GSHARE_SHARED_TURNS=pairs, any job two to a turn, in the same trial, the
+modes' order reversed every other trial, and reports their rows beside
 gshare's), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 """
 
@@ -68,12 +69,14 @@ AGGREGATE_TARGET = 1.0
 SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
 SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
 # How the jobs run: natively, under gshare (its defaults and
-# SCHED_GSHARE_EXTRA), and under gshare with every turn a job's own.
-MODES = ("native", "gshare", "exclusive")
-UNDER_GSHARE = ("gshare", "exclusive")
+# SCHED_GSHARE_EXTRA), under gshare with every turn a job's own, and with
+# any job two to a turn.
+MODES = ("native", "gshare", "exclusive", "pairs")
+UNDER_GSHARE = ("gshare", "exclusive", "pairs")
 MODE_VARS = {"gshare": {"GSHARE_POLICY": "fair"},
-             "exclusive": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "off"}}
-LABEL_OF = {"gshare": "", "exclusive": ", exclusive turns"}
+             "exclusive": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "off"},
+             "pairs": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "pairs"}}
+LABEL_OF = {"gshare": "", "exclusive": ", exclusive turns", "pairs": ", two to a turn"}
 
 
 def weights_of(config):
@@ -127,7 +130,7 @@ def body(ctx, state):
                        "small_args": common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS,
                        "host_ms": common.env_float("SCHED_HOST_MS", 30.0),
                        "configs": chosen}
-    # SCHED_FAIR_MODES: a subset of "native gshare exclusive" (gshare alone for a
+    # SCHED_FAIR_MODES: a subset of "native gshare exclusive pairs" (gshare alone for a
     # quick look at a change; its figures are then not ratios to native).
     only = common.env_words("SCHED_FAIR_MODES") or ["native", "gshare"]
     unknown = [m for m in only if m not in MODES]

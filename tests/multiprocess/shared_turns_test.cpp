@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <tuple>
 
 #include "tests/multiprocess/harness.h"
 
@@ -119,6 +120,32 @@ int started_inside(const std::vector<KernelRun>& runs, const std::vector<std::pa
   return n;
 }
 
+// The time during which kernels of at least `processes` processes ran at
+// once, over `runs`.
+uint64_t time_with_at_least(const std::vector<KernelRun>& runs, int processes) {
+  std::vector<pid_t> pids;
+  for (const KernelRun& k : runs)
+    if (std::find(pids.begin(), pids.end(), k.pid) == pids.end()) pids.push_back(k.pid);
+  std::vector<std::tuple<uint64_t, int, size_t>> events;
+  for (const KernelRun& k : runs) {
+    const size_t who = size_t(std::find(pids.begin(), pids.end(), k.pid) - pids.begin());
+    events.emplace_back(k.start_ns, +1, who);
+    events.emplace_back(k.end_ns, -1, who);
+  }
+  std::sort(events.begin(), events.end());
+  std::vector<int> running(pids.size(), 0);
+  int processes_running = 0;
+  uint64_t total = 0, last = 0;
+  for (const auto& [at, step, who] : events) {
+    if (processes_running >= processes) total += at - last;
+    last = at;
+    const bool was = running[who] > 0;
+    running[who] += step;
+    processes_running += (running[who] > 0) - was;
+  }
+  return total;
+}
+
 int count_where(const nlohmann::json& gpu, const char* key) {
   int n = 0;
   for (const nlohmann::json& p : gpu["processes"]) n += p[key].get<bool>();
@@ -187,6 +214,60 @@ TEST_CASE("under fair, host-bound jobs run beside one another in one turn; off, 
       // 1.5 ms sleeps pass the 2 ms after which a holder lends): a tenth
       // of the kernels, against all but a few sharing turns.
       CHECK(switches <= int(in.size()) / 2);
+    }
+  }
+}
+
+TEST_CASE("with pairs, jobs that keep the GPU busy run two to a turn, never three; on, each turn is one's") {
+  // Three jobs of two 2 ms kernels and a sync a step, never host-bound.
+  // Under pairs one runs beside each holder, filling the GPU's gaps as it
+  // would natively (the fake GPU runs two processes' kernels at once):
+  // most of the time two jobs' kernels run together, three only where a
+  // turn's tail meets the next. Under on each turn is one job's: two run
+  // together only in those tails.
+  if (usable_cpus() < 2) {
+    WARN("not run: a pair needs two CPUs");
+    return;
+  }
+  for (const std::string shared : {"pairs", "on"}) {
+    INFO("GSHARE_SHARED_TURNS=" << shared);
+    TestGpu gpu;
+    const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
+                  {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", shared}};
+    std::vector<std::unique_ptr<Client>> jobs;
+    for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+    for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+    for (auto& c : jobs) c->post(kBusyLoop);
+    if (shared == "pairs")
+      await(gpu, "a job beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == 1; });
+    else
+      usleep(500'000);
+    const uint64_t from = monotonic_ns();
+    int most_beside = 0;
+    while (monotonic_ns() < from + 2000 * kMs) {
+      const nlohmann::json g = gpu.top_gpu();
+      most_beside = std::max(most_beside, count_where(g, "beside"));
+      CHECK(count_where(g, "holds_token") <= 1);
+      CHECK(count_where(g, "host_bound") == 0);
+      usleep(50'000);
+    }
+    const uint64_t to = monotonic_ns();
+    for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
+    const auto in = started_in(read_kernel_trace(gpu.kernel_trace()), from, to);
+    const double window = double(to - from), two = double(time_with_at_least(in, 2)) / window,
+                 three = double(time_with_at_least(in, 3)) / window;
+    INFO(in.size() << " kernels; two jobs' at once " << two << " of the time, three " << three << "; at most "
+                   << most_beside << " beside");
+    REQUIRE(in.size() >= 100);
+    if (shared == "pairs") {
+      CHECK(most_beside == 1);
+      CHECK(two >= 0.6);
+      CHECK(three <= 0.2);
+      // Each has its share: a third of the kernel time, give or take.
+      for (auto& c : jobs) CHECK(kernel_time(kernels_of(in, c->pid())) * 5 >= kernel_time(in));
+    } else {
+      CHECK(most_beside == 0);
+      CHECK(two <= 0.35);
     }
   }
 }

@@ -128,6 +128,14 @@ TEST_CASE("a shared turn holds no more jobs than CPUs, their GPU shares within o
   CHECK_FALSE(turn_has_room(4, 16, 1001));  // four of 0.26 each: past one GPU
 }
 
+TEST_CASE("a turn with a job that keeps the GPU busy holds two jobs, whatever their GPU shares") {
+  using gshare::rules::turn_has_room;
+  CHECK(turn_has_room(2, 16, 1700, true));        // two busy jobs of 0.85 each
+  CHECK_FALSE(turn_has_room(3, 16, 300, true));   // a busy job with two host-bound ones
+  CHECK_FALSE(turn_has_room(2, 1, 200, true));    // still one job a CPU
+  CHECK_FALSE(turn_has_room(2, 16, 1700, false));  // host-bound jobs only: within one GPU
+}
+
 TEST_CASE("jobs that share turns take as many turns a round as groups of them fit in a turn") {
   using gshare::rules::turns_in_round;
   // 64 jobs of 0.08 each on 16 CPUs: twelve to a turn, six turns.

@@ -146,7 +146,7 @@ TEST_CASE("scheduling options parse from the environment") {
   CHECK(o.idle_ms == 20);
   CHECK(o.strict_handover);
   CHECK(o.slice_max_ms == 0);
-  CHECK_FALSE(o.shared_turns);
+  CHECK(o.shared_turns == gshare::SharedTurns::kOff);
 }
 
 TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, overlap, shared turns") {
@@ -162,7 +162,7 @@ TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, ove
   CHECK(o.expected_seconds == 0);
   CHECK(o.expected_iters == 0);
   CHECK_FALSE(o.strict_handover);
-  CHECK(o.shared_turns);
+  CHECK(o.shared_turns == gshare::SharedTurns::kHostBound);
 }
 
 TEST_CASE("paging makes prefetch the default policy, never over a policy asked for") {
