@@ -11,6 +11,7 @@
 #include <memory>
 #include <tuple>
 
+#include "base/tunables.h"
 #include "tests/multiprocess/harness.h"
 
 using namespace gshare::test;
@@ -460,10 +461,12 @@ TEST_CASE("a job whose launches keep pace with its kernels is not host-bound, th
     const bool paced = p["pid"].get<pid_t>() != idle_gpu.pid();
     if (paced) {
       CHECK(p["gpu_wait_share"].get<double>() < 0.1);  // what the waits alone say: host-bound
-      // Its kernel runs through nine tenths of its turns alone; 0.56 was
-      // read with eight test entries on two cores. Far above the 0.3 under
-      // which a job may be judged host-bound (kHostBoundBusy) all the same.
-      CHECK(p["gpu_busy_share"].get<double>() >= 0.45);
+      // Its kernel runs through nine tenths of its turns alone; a loaded
+      // machine stretches its 2.2 ms on the host, and the share with it
+      // (0.56 with eight test entries on two cores, 0.40 with three copies
+      // of this file's entry on two). What keeps it from being host-bound
+      // is a share above kHostBoundBusy.
+      CHECK(p["gpu_busy_share"].get<double>() * 1000 > gshare::tunables::kHostBoundBusy);
       CHECK_FALSE(p["host_bound"].get<bool>());
     } else {
       CHECK(p["gpu_busy_share"].get<double>() < 0.3);
