@@ -147,6 +147,12 @@ uint64_t time_with_at_least(const std::vector<KernelRun>& runs, int processes) {
   return total;
 }
 
+std::vector<KernelRun> kernels_of_two(const std::vector<KernelRun>& x, const std::vector<KernelRun>& y) {
+  std::vector<KernelRun> both = x;
+  both.insert(both.end(), y.begin(), y.end());
+  return both;
+}
+
 int count_where(const nlohmann::json& gpu, const char* key) {
   int n = 0;
   for (const nlohmann::json& p : gpu["processes"]) n += p[key].get<bool>();
@@ -271,6 +277,61 @@ TEST_CASE("with pairs, jobs that keep the GPU busy run two to a turn, never thre
       CHECK(two <= 0.35);
     }
   }
+}
+
+TEST_CASE("a busy job that did not ask for pairs keeps its turns alone beside two that did") {
+  // Two busy jobs with GSHARE_SHARED_TURNS=pairs share their turns; a third
+  // as busy, with the default (on), neither sits beside them nor has one
+  // beside it: inside its turns, past the tails queued before its grant,
+  // their kernels do not start.
+  if (usable_cpus() < 2) {
+    WARN("not run: a pair needs two CPUs");
+    return;
+  }
+  TestGpu gpu;
+  const Env base{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}};
+  Env pairs_env = base, on_env = base;
+  pairs_env["GSHARE_SHARED_TURNS"] = "pairs";
+  on_env["GSHARE_SHARED_TURNS"] = "on";
+  Client a(gpu, pairs_env), b(gpu, pairs_env), alone(gpu, on_env);
+  for (Client* c : {&a, &b, &alone}) REQUIRE(c->send("init") == "init ok");
+  for (Client* c : {&a, &b, &alone}) c->post(kBusyLoop);
+  await(gpu, "one of the pair beside the other", [&] { return count_where(gpu.top_gpu(), "beside") == 1; });
+  const uint64_t from = monotonic_ns();
+  bool alone_shared = false;
+  while (monotonic_ns() < from + 3000 * kMs) {
+    const nlohmann::json g = gpu.top_gpu();
+    int beside = 0;
+    bool alone_holds = false;
+    for (const nlohmann::json& p : g["processes"]) {
+      beside += p["beside"].get<bool>();
+      if (p["pid"].get<pid_t>() == alone.pid()) {
+        alone_holds = p["holds_token"].get<bool>();
+        alone_shared = alone_shared || p["beside"].get<bool>();
+      }
+    }
+    alone_shared = alone_shared || (alone_holds && beside > 0);
+    usleep(20'000);
+  }
+  const uint64_t to = monotonic_ns();
+  for (Client* c : {&a, &b, &alone}) CHECK(words(c->release(20)).at(1) == "ok");
+  const auto in = started_in(read_kernel_trace(gpu.kernel_trace()), from, to);
+  const auto ka = kernels_of(in, a.pid()), kb = kernels_of(in, b.pid()), kl = kernels_of(in, alone.pid());
+  // Its turns: where its kernels ran back to back; inside them, past a
+  // tail of two 2 ms kernels queued before its grant and its own queued
+  // as it hands over, the pair's kernels do not start.
+  const auto turns = back_to_back(kl);
+  const int inside = started_inside(ka, turns, 5 * kMs, 5 * kMs) + started_inside(kb, turns, 5 * kMs, 5 * kMs);
+  const double together = double(time_with_at_least(kernels_of_two(ka, kb), 2)) / double(to - from);
+  INFO(kl.size() << " kernels of the job alone in " << turns.size() << " turns; the pair's " << ka.size() << " and "
+                 << kb.size() << ", " << inside << " of them inside its turns; the pair together " << together
+                 << " of the time");
+  CHECK_FALSE(alone_shared);
+  CHECK(turns.size() >= 10);
+  CHECK(inside * 10 <= int(ka.size() + kb.size()));
+  // The pair runs side by side in the other turns, about two thirds of
+  // the time (fair gives the job alone a turn for their one).
+  CHECK(together >= 0.3);
 }
 
 TEST_CASE("a job that keeps the GPU busy has its turns alone beside host-bound jobs that share theirs") {
