@@ -153,6 +153,15 @@ std::vector<KernelRun> kernels_of_two(const std::vector<KernelRun>& x, const std
   return both;
 }
 
+// `n` jobs started with `env`, each running the client command `loop`.
+std::vector<std::unique_ptr<Client>> start_jobs(const TestGpu& gpu, const Env& env, int n, const std::string& loop) {
+  std::vector<std::unique_ptr<Client>> jobs;
+  for (int i = 0; i < n; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
+  for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
+  for (auto& c : jobs) c->post(loop);
+  return jobs;
+}
+
 int count_where(const nlohmann::json& gpu, const char* key) {
   int n = 0;
   for (const nlohmann::json& p : gpu["processes"]) n += p[key].get<bool>();
@@ -183,10 +192,7 @@ TEST_CASE("under fair, host-bound jobs run beside one another in one turn; off, 
     TestGpu gpu;
     const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
                   {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", shared}};
-    std::vector<std::unique_ptr<Client>> jobs;
-    for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
-    for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
-    for (auto& c : jobs) c->post(kHostBoundLoop);
+    std::vector<std::unique_ptr<Client>> jobs = start_jobs(gpu, env, 3, kHostBoundLoop);
     // Each is judged host-bound after four upkeep ticks (a second). With
     // the option off nothing is timed on the GPU, and none is.
     if (shared == "on") {
@@ -241,10 +247,7 @@ TEST_CASE("with pairs, jobs that keep the GPU busy run two to a turn, never thre
     TestGpu gpu;
     const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
                   {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", shared}};
-    std::vector<std::unique_ptr<Client>> jobs;
-    for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
-    for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
-    for (auto& c : jobs) c->post(kBusyLoop);
+    std::vector<std::unique_ptr<Client>> jobs = start_jobs(gpu, env, 3, kBusyLoop);
     if (shared == "pairs")
       await(gpu, "a job beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == 1; });
     else
@@ -401,10 +404,7 @@ TEST_CASE("kill -9 of a job in a shared turn, holder or beside, leaves the other
   TestGpu gpu;
   const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
                 {"GSHARE_SHARED_TURNS", "on"}};
-  std::vector<std::unique_ptr<Client>> jobs;
-  for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
-  for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
-  for (auto& c : jobs) c->post(kHostBoundLoop);
+  std::vector<std::unique_ptr<Client>> jobs = start_jobs(gpu, env, 3, kHostBoundLoop);
   await(gpu, "jobs beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == beside_at_most(3); });
   for (int round = 0; round < 2; ++round) {
     const nlohmann::json g = gpu.top_gpu();
@@ -440,10 +440,8 @@ TEST_CASE("while host-bound jobs share a lane, no turn is shared") {
     INFO("E " << ephemeral);
     TestGpu gpu(2 * kGiB);
     const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", "on"}};
-    std::vector<std::unique_ptr<Client>> jobs;
-    for (int i = 0; i < 3; ++i) jobs.push_back(std::make_unique<Client>(gpu, env));
-    for (auto& c : jobs) REQUIRE(c->send("init") == "init ok");
-    for (auto& c : jobs) c->post(std::string("memtrain 1000000 16M ") + ephemeral + " 1 1 0 0 hostgap");
+    std::vector<std::unique_ptr<Client>> jobs =
+        start_jobs(gpu, env, 3, std::string("memtrain 1000000 16M ") + ephemeral + " 1 1 0 0 hostgap");
     await(gpu, "every job judged host-bound, its E learned, the lanes formed", [&] {
       const nlohmann::json g = gpu.top_gpu();
       int learned = 0;
