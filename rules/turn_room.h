@@ -28,15 +28,20 @@ inline bool turn_has_room(uint32_t jobs, unsigned cpus, uint64_t busy_permille, 
 }
 
 // The turns a round of `jobs` active jobs takes when `sharers` of them may
-// share turns, their GPU shares summing to `sharers_busy_permille`: one
-// each for the others, and the sharers as many to a turn as turn_has_room
-// lets in at their mean share. (Sharers of unequal weights share no turn:
-// counted as one kind, the round is somewhat longer than this says.)
-inline int turns_in_round(int jobs, int sharers, uint64_t sharers_busy_permille, unsigned cpus) {
-  if (sharers <= 1 || sharers > jobs) return jobs;
+// share turns as host-bound jobs, their GPU shares summing to
+// `sharers_busy_permille`, and `paired` others as ones of a pair: one each
+// for the rest, the sharers as many to a turn as turn_has_room lets in at
+// their mean share, the paired two to a turn. (Sharers of unequal weights
+// share no turn: counted as one kind, the round is somewhat longer than
+// this says.)
+inline int turns_in_round(int jobs, int sharers, uint64_t sharers_busy_permille, unsigned cpus, int paired = 0) {
+  if (paired < 0 || paired > jobs) paired = 0;
+  const int alone = jobs - paired;
+  const int pair_turns = (paired + 1) / 2;
+  if (sharers <= 1 || sharers > alone) return alone + pair_turns;
   const uint64_t mean = std::max<uint64_t>(1, sharers_busy_permille / uint64_t(sharers));
   const uint64_t per_turn = std::max<uint64_t>(1, std::min<uint64_t>(cpus, 1000 / mean));
-  return jobs - sharers + int((uint64_t(sharers) + per_turn - 1) / per_turn);
+  return alone - sharers + int((uint64_t(sharers) + per_turn - 1) / per_turn) + pair_turns;
 }
 
 }  // namespace gshare::rules

@@ -347,22 +347,21 @@ void gather_locked(const Arbiter& arbiter, int k, JobTable& t) {
   // Jobs that share turns take fewer turns than they are: a round of turns
   // is as long for 64 jobs twelve to a turn as for six jobs alone, and
   // the quantum need not shrink as for 64 (a shrunk one ends every shared
-  // turn's runs beside it five times as often). Jobs that share as one of
-  // a pair take a turn for two.
+  // turn's runs beside it five times as often).
   if (asks > 1) {
     const TurnSharing sharing(r, k);
-    int sharers = 0, pairs = 0;
+    int sharers = 0, paired = 0;
     uint64_t sharers_busy = 0;
     for (int a = 0; a < asks; ++a) {
       if (!sharing.allows(asking[a])) continue;
       if (shares_as_pair(r.slots[asking[a]])) {
-        pairs++;
+        paired++;
         continue;
       }
       sharers++;
       sharers_busy += gpu_busy(r.slots[asking[a]]);
     }
-    takers = rules::turns_in_round(takers, sharers, sharers_busy, usable_cpus()) - pairs / 2;
+    takers = rules::turns_in_round(takers, sharers, sharers_busy, usable_cpus(), paired);
   }
   // A switch's cost past the memory it moves is the new holder waking (the
   // grant to its first launch): the machine's load, not the job's own, and

@@ -149,3 +149,13 @@ TEST_CASE("jobs that share turns take as many turns a round as groups of them fi
   CHECK(turns_in_round(5, 1, 100, 16) == 5);
   CHECK(turns_in_round(5, 5, 5 * 1000, 16) == 5);
 }
+
+TEST_CASE("jobs that share turns as ones of a pair take a turn for two") {
+  using gshare::rules::turns_in_round;
+  CHECK(turns_in_round(4, 0, 0, 16, 4) == 2);
+  CHECK(turns_in_round(5, 0, 0, 16, 5) == 3);  // the odd one has its turn alone
+  // 64 host-bound jobs of 0.08 beside 8 paired busy ones: six turns and four.
+  CHECK(turns_in_round(72, 64, 64 * 80, 16, 8) == 10);
+  // One host-bound job among them shares with none of its kind.
+  CHECK(turns_in_round(6, 1, 80, 16, 4) == 4);
+}
