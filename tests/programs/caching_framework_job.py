@@ -38,8 +38,8 @@ EXIT_KEEP_MIB set, that much of its last iteration stays alive to the end
 With CACHE_STATS set, it ends by printing to stderr "cache misses M emptied
 K mid-iteration J questions Q": the takes that went to the driver, the
 empty_cache() calls that gave something back, how many of those came while
-an iteration's blocks were alive, and how often gshare asked for its
-figures (memory_allocated()).
+an iteration that had launched work had its blocks alive, and how often
+gshare asked for its figures (memory_allocated()).
 """
 
 import ctypes
@@ -80,7 +80,13 @@ class Cache:
         self.misses = 0     # takes that went to the driver
         self.emptied = 0    # empty() calls that gave something back
         self.emptied_mid = 0  # of them, calls made mid-iteration (see empty_cache)
-        self.in_iteration = False  # an iteration's blocks are alive
+        # An iteration's blocks are alive and it has launched work: a step
+        # begins, as gshare can see it, at its first launch. Before that,
+        # a block taken from the cache is no driver call, and a request for
+        # the cache answered as that launch waits for its turn finds the
+        # job between iterations by all it shows; the framework keeps that
+        # block and allocates the rest anew.
+        self.in_iteration = False
 
     def take(self, size):
         for i, (pointer, bytes_) in enumerate(self.free):
@@ -242,16 +248,19 @@ def main():
     # it, so the framework's first answer that shows a cache comes with all
     # of the iteration's memory alive.
     small = (1 << 20) if isinstance(cache, Pool) else 0
+    def launch_in_step():
+        check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
+        cache.in_iteration = True
+
     for i in range(iterations):
         live = []
-        cache.in_iteration = True
         try:
             for c in range(chunks):
                 live.append((cache.take(chunk), chunk))
                 if small and c == chunks - 1:
                     live.append((cache.take(small), small))
                 if chunk_sync or mid_step_pause:  # a forward pass's layer
-                    check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
+                    launch_in_step()
                 if chunk_sync:  # the forward pass reads a value back
                     check(cuda.cuCtxSynchronize(), "sync")
         except MemoryError as e:
@@ -270,7 +279,7 @@ def main():
             while time.monotonic() < pause_until:
                 time.sleep(0.01)
         for _ in range(2):
-            check(cuda.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, None, params, None), "launch")
+            launch_in_step()
         for pointer, size in live:  # the backward pass frees the activations
             cache.give(pointer, size)
         cache.in_iteration = False
