@@ -65,6 +65,15 @@ const char* handover_mode_name(uint32_t mode) {
   return "unknown";
 }
 
+const char* shares_turns_name(uint32_t shares) {
+  switch (shares) {
+    case kSharesNone: return "off";
+    case kSharesHostBound: return "on";
+    case kSharesInPairs: return "pairs";
+  }
+  return "unknown";
+}
+
 const char* iteration_source_name(uint32_t source) {
   switch (source) {
     case kIterationsFromSyncs: return "syncs";
@@ -171,6 +180,7 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
   p->weight = s.weight;
   p->priority = s.priority;
   p->handover_mode = handover_mode_name(s.handover_mode);
+  p->shared_turns = shares_turns_name(s.shares_turns);
   p->expected_ns = s.expected_ns;
   p->expected_iters = s.expected_iters;
   // The holder's time since accounted_mono_ns is in no counter yet.

@@ -46,6 +46,7 @@ struct ProcessSnapshot {
   uint32_t weight = 0;             // GSHARE_WEIGHT
   int32_t priority = 0;            // GSHARE_PRIORITY
   std::string handover_mode;       // "overlap", "strict" or "unknown"
+  std::string shared_turns;        // GSHARE_SHARED_TURNS: "off", "on", "pairs" or "unknown"
   uint64_t expected_ns = 0;        // GSHARE_EXPECTED_SECONDS; 0: not given
   uint64_t expected_iters = 0;     // GSHARE_EXPECTED_ITERS; 0: not given
   uint64_t served_ns = 0;          // token time received, up to the copy

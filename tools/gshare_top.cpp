@@ -89,6 +89,7 @@
 //                                       twice the quantum)
 //          "weight": N, "priority": N,  GSHARE_WEIGHT, GSHARE_PRIORITY
 //          "handover": "overlap"|"strict"|"unknown",  GSHARE_HANDOVER
+//          "shared_turns": "off"|"on"|"pairs"|"unknown",  GSHARE_SHARED_TURNS
 //          "expected_seconds": X|null,  GSHARE_EXPECTED_SECONDS; null: not given
 //          "expected_iterations": N|null,  GSHARE_EXPECTED_ITERS; null: not given
 //          "iterations": N,             iterations detected

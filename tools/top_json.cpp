@@ -88,6 +88,7 @@ Json process_json(const ProcessView& row) {
       {"weight", p.weight},
       {"priority", p.priority},
       {"handover", p.handover_mode},
+      {"shared_turns", p.shared_turns},
       {"expected_seconds",
        p.expected_ns == 0 ? Json(nullptr) : Json(rounded(double(p.expected_ns) / 1e9, 1e6))},
       {"expected_iterations", count_or_null(p.expected_iters)},

@@ -301,6 +301,10 @@ TEST_CASE("a busy job that did not ask for pairs keeps its turns alone beside tw
   for (Client* c : {&a, &b, &alone}) c->post(kBusyLoop);
   await(gpu, "one of the pair beside the other", [&] { return count_where(gpu.top_gpu(), "beside") == 1; });
   const uint64_t from = monotonic_ns();
+  const nlohmann::json first = gpu.top_gpu();
+  REQUIRE(first["processes"].size() == 3);
+  for (const nlohmann::json& p : first["processes"])
+    CHECK(p["shared_turns"] == (p["pid"].get<pid_t>() == alone.pid() ? "on" : "pairs"));
   bool alone_shared = false;
   while (monotonic_ns() < from + 3000 * kMs) {
     const nlohmann::json g = gpu.top_gpu();
