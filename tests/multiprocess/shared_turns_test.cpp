@@ -153,6 +153,15 @@ std::vector<KernelRun> kernels_of_two(const std::vector<KernelRun>& x, const std
   return both;
 }
 
+// Under fair with 20 ms quanta and GSHARE_SHARED_TURNS=`shared`, the
+// kernels traced.
+Env traced_fair(const TestGpu& gpu, const std::string& shared) {
+  return {{"FAKE_CUDA_TRACE", gpu.kernel_trace()},
+          {"GSHARE_POLICY", "fair"},
+          {"GSHARE_QUANTUM_MS", "20"},
+          {"GSHARE_SHARED_TURNS", shared}};
+}
+
 // `n` jobs started with `env`, each running the client command `loop`.
 std::vector<std::unique_ptr<Client>> start_jobs(const TestGpu& gpu, const Env& env, int n, const std::string& loop) {
   std::vector<std::unique_ptr<Client>> jobs;
@@ -190,8 +199,7 @@ TEST_CASE("under fair, host-bound jobs run beside one another in one turn; off, 
   for (const std::string shared : {"on", "off"}) {
     INFO("GSHARE_SHARED_TURNS=" << shared);
     TestGpu gpu;
-    const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
-                  {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", shared}};
+    const Env env = traced_fair(gpu, shared);
     std::vector<std::unique_ptr<Client>> jobs = start_jobs(gpu, env, 3, kHostBoundLoop);
     // Each is judged host-bound after four upkeep ticks (a second). With
     // the option off nothing is timed on the GPU, and none is.
@@ -245,8 +253,7 @@ TEST_CASE("with pairs, jobs that keep the GPU busy run two to a turn, never thre
   for (const std::string shared : {"pairs", "on"}) {
     INFO("GSHARE_SHARED_TURNS=" << shared);
     TestGpu gpu;
-    const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"},
-                  {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", shared}};
+    const Env env = traced_fair(gpu, shared);
     std::vector<std::unique_ptr<Client>> jobs = start_jobs(gpu, env, 3, kBusyLoop);
     if (shared == "pairs")
       await(gpu, "a job beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == 1; });
@@ -292,10 +299,7 @@ TEST_CASE("a busy job that did not ask for pairs keeps its turns alone beside tw
     return;
   }
   TestGpu gpu;
-  const Env base{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}};
-  Env pairs_env = base, on_env = base;
-  pairs_env["GSHARE_SHARED_TURNS"] = "pairs";
-  on_env["GSHARE_SHARED_TURNS"] = "on";
+  const Env pairs_env = traced_fair(gpu, "pairs"), on_env = traced_fair(gpu, "on");
   Client a(gpu, pairs_env), b(gpu, pairs_env), alone(gpu, on_env);
   for (Client* c : {&a, &b, &alone}) REQUIRE(c->send("init") == "init ok");
   for (Client* c : {&a, &b, &alone}) c->post(kBusyLoop);
@@ -347,8 +351,7 @@ TEST_CASE("a job that keeps the GPU busy has its turns alone beside host-bound j
   // (but for a tail queued before), and fair's clock gives it about every
   // other turn: the host-bound jobs are charged for their shared turn each.
   TestGpu gpu;
-  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
-                {"GSHARE_SHARED_TURNS", "on"}};
+  const Env env = traced_fair(gpu, "on");
   Client a(gpu, env), b(gpu, env), busy(gpu, env);
   for (Client* c : {&a, &b, &busy}) REQUIRE(c->send("init") == "init ok");
   a.post(kHostBoundLoop);
@@ -406,8 +409,7 @@ TEST_CASE("kill -9 of a job in a shared turn, holder or beside, leaves the other
   // the two left. The others step on: the token goes back when the dead
   // slot is reclaimed (a job beside holds nothing the others wait for).
   TestGpu gpu;
-  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
-                {"GSHARE_SHARED_TURNS", "on"}};
+  const Env env = traced_fair(gpu, "on");
   std::vector<std::unique_ptr<Client>> jobs = start_jobs(gpu, env, 3, kHostBoundLoop);
   await(gpu, "jobs beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == beside_at_most(3); });
   for (int round = 0; round < 2; ++round) {
@@ -466,8 +468,7 @@ TEST_CASE("host-bound jobs of unequal weights never share a turn; those of equal
   // fair's weights would not hold between them: a job of weight 3 takes
   // its turns alone, while its two fellows of weight 1 share theirs.
   TestGpu gpu;
-  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
-                {"GSHARE_SHARED_TURNS", "on"}};
+  const Env env = traced_fair(gpu, "on");
   Env heavy_env = env;
   heavy_env["GSHARE_WEIGHT"] = "3";
   Client heavy(gpu, heavy_env), a(gpu, env), b(gpu, env);
@@ -503,8 +504,7 @@ TEST_CASE("a job whose launches keep pace with its kernels is not host-bound, th
   // and share turns; timed on the GPU, its kernel runs through nine
   // tenths of its turns.
   TestGpu gpu;
-  const Env env{{"FAKE_CUDA_TRACE", gpu.kernel_trace()}, {"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"},
-                {"GSHARE_SHARED_TURNS", "on"}};
+  const Env env = traced_fair(gpu, "on");
   Client a(gpu, env), b(gpu, env), idle_gpu(gpu, env);
   for (Client* c : {&a, &b, &idle_gpu}) REQUIRE(c->send("init") == "init ok");
   a.post(kPacedLoop);
