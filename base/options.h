@@ -42,8 +42,9 @@ inline constexpr size_t kOptionTextChars = 256;
 // (scheduler/token.h, beside).
 enum class SharedTurns : uint8_t {
   kOff,        // off: every turn is one job's
-  kHostBound,  // on: jobs whose host work leaves the GPU mostly idle
-  kPairs,      // pairs: those, and any job two to a turn
+  kHostBound,  // host-bound: jobs whose host work leaves the GPU mostly idle
+  kOn,         // on: those, and busy jobs whose kernels leave the GPU gaps two to a turn
+  kPairs,      // pairs: host-bound jobs, and any busy job two to a turn
 };
 
 struct Options {
@@ -65,7 +66,7 @@ struct Options {
   double idle_ms = 100;
   bool strict_handover = false;
   double slice_max_ms = 200;
-  SharedTurns shared_turns = SharedTurns::kHostBound;
+  SharedTurns shared_turns = SharedTurns::kOn;
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
   // Paging to host memory (allocator/pager.h).

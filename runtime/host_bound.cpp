@@ -48,27 +48,26 @@ void uncount_current_wait() {
   if (t_depth > 0) t_began = 0;
 }
 
-namespace {
 // The GPU share is measured only where it is used: a job that asks to
 // share turns, on its only GPU, while its turns could be shared
 // (`may_share`: fair, another job on the GPU; a stretch costs an inference
 // request of a job alone tens of microseconds). A stretch is armed only
 // while the job runs no shared turn (beside, its launches would be detoured
 // for nothing: only its own turns are timed).
-void measure_gpu_busy(shm::Slot& slot, bool may_share, uint64_t now) {
-  if (!slot.shares_turns || allocator::only_slot() != &slot) return;
+uint32_t measure_gpu_share(shm::Slot& slot, bool may_share) {
+  if (!slot.shares_turns || allocator::only_slot() != &slot) return 0;
   uint32_t permille = 0;
-  if (collect_gpu_busy(&permille)) slot.gpu_busy_permille.store(permille, std::memory_order_relaxed);
-  if (may_share && !__atomic_load_n(&slot.beside, __ATOMIC_RELAXED)) arm_gpu_busy_sample(now);
+  const bool read = collect_gpu_busy(&permille);
+  if (read) slot.gpu_busy_permille.store(permille, std::memory_order_relaxed);
+  if (may_share && !__atomic_load_n(&slot.beside, __ATOMIC_RELAXED)) arm_gpu_busy_sample(mono_now_ns());
+  return read ? permille : 0;
 }
-}  // namespace
 
-void judge_host_bound(int ordinal, shm::Slot& slot, bool may_share, bool holds_shared_turn) {
+void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
   const bool was = slot.host_bound.load(std::memory_order_relaxed) != 0;
   if (ordinal < 0 || ordinal >= allocator::kMaxDevices) return;
   Window& w = g_windows[ordinal];
   const uint64_t at = mono_now_ns();
-  measure_gpu_busy(slot, may_share, at);
   Window now{&slot,
              at,
              scheduler::token_wait_ns_of_process(at),

@@ -26,14 +26,19 @@ void note_switched_in();
 // their tails too.
 void uncount_current_wait();
 
+// Upkeep thread, before the judgements below: collects the job's GPU share
+// in its own turns (runtime/gpu_busy.h) into Slot::gpu_busy_permille and
+// arms the next stretch, while it asks to share turns and `may_share`
+// (scheduler::turns_may_be_shared). Returns a new reading in thousandths,
+// 0 if none came.
+uint32_t measure_gpu_share(shm::Slot& slot, bool may_share);
+
 // Upkeep thread: judges the job on the GPU of `ordinal` (its slot there is
 // `slot`) over its waits for the GPU and the time it ran (not waiting for
-// the token) since its last judgement, and its GPU share (runtime/gpu_busy.h,
-// measured while it asks to share turns), and publishes the verdict. A
-// window in which it ran in a shared turn, beside the holder or holding
-// one with others beside (`holds_shared_turn`: now), judges it only at a
-// higher limit (rules/host_bound.h). Its GPU share is measured only while
-// `may_share` (scheduler::turns_may_be_shared).
-void judge_host_bound(int ordinal, shm::Slot& slot, bool may_share, bool holds_shared_turn);
+// the token) since its last judgement, and its GPU share (above), and
+// publishes the verdict. A window in which it ran in a shared turn, beside
+// the holder or holding one with others beside (`holds_shared_turn`: now),
+// judges it only at a higher limit (rules/host_bound.h).
+void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn);
 
 }  // namespace gshare::runtime

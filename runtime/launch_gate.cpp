@@ -16,6 +16,7 @@
 #include "scheduler/token.h"
 #include "runtime/gpu_busy.h"
 #include "runtime/host_bound.h"
+#include "runtime/leaves_gaps.h"
 #include "runtime/switch_cost.h"
 #include "shm/region.h"
 
@@ -402,7 +403,9 @@ void scheduler_tick() {
     const shm::Arbiter& arbiter = device.account.arbiter();
     const bool holds = (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen) &&
                        !__atomic_load_n(&slot->beside, __ATOMIC_RELAXED);
-    judge_host_bound(device.ordinal, *slot, turns_may_be_shared(arbiter), holds && turn_shared_now(arbiter));
+    const uint32_t gpu_share = measure_gpu_share(*slot, turns_may_be_shared(arbiter));
+    judge_host_bound(device.ordinal, *slot, holds && turn_shared_now(arbiter));
+    judge_leaves_gaps(device.ordinal, *slot, gpu_share);
   });
 }
 

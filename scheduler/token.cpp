@@ -160,17 +160,22 @@ bool any_beside_locked(const Region& r, int k) {
   return false;
 }
 
-// Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS on, and
-// host-bound by its own measure (runtime/host_bound.h); or pairs.
-bool wants_shared_turn(const Slot& s) {
+// Whether the job of `s` shares a turn only as one of a pair: it keeps
+// the GPU busy (not host-bound) and asks to share all the same, with
+// GSHARE_SHARED_TURNS=pairs, or with on while its kernels leave the GPU
+// gaps by its own measure (runtime/leaves_gaps.h; rules/turn_room.h).
+bool shares_as_pair(const Slot& s) {
+  if (s.host_bound.load(std::memory_order_relaxed) != 0) return false;
   return s.shares_turns == shm::kSharesInPairs ||
-         (s.shares_turns != shm::kSharesNone && s.host_bound.load(std::memory_order_relaxed) != 0);
+         (s.shares_turns == shm::kSharesWhereGaps && s.leaves_gaps.load(std::memory_order_relaxed) != 0);
 }
 
-// Whether the job of `s` shares a turn only as one of a pair: it asks to
-// share though it keeps the GPU busy (rules/turn_room.h).
-bool shares_as_pair(const Slot& s) {
-  return s.shares_turns == shm::kSharesInPairs && s.host_bound.load(std::memory_order_relaxed) == 0;
+// Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS on or
+// pairs, and host-bound by its own measure (runtime/host_bound.h); or as
+// one of a pair.
+bool wants_shared_turn(const Slot& s) {
+  return (s.shares_turns != shm::kSharesNone && s.host_bound.load(std::memory_order_relaxed) != 0) ||
+         shares_as_pair(s);
 }
 
 // A job's GPU share in its own turns, thousandths (runtime/gpu_busy.h);
@@ -229,9 +234,8 @@ class TurnSharing {
     return bits;
   }
 
-  // Whether the job of `slot` may share a turn with others: with
-  // GSHARE_SHARED_TURNS on, host-bound (runtime/host_bound.h) or sharing
-  // as one of a pair (GSHARE_SHARED_TURNS=pairs), handing
+  // Whether the job of `slot` may share a turn with others: it asks to
+  // (wants_shared_turn: host-bound, or one of a pair), hands
   // over under overlap, its memory on the GPU and admitted, and alone in
   // its lane (lane-mates take turns with one ephemeral space: beside each
   // other one would only wait for the other's).
@@ -1310,6 +1314,7 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
     s.priority = settings.priority;
     s.handover_mode = settings.strict_handover ? shm::kHandoverStrict : shm::kHandoverOverlap;
     s.shares_turns = settings.shared_turns == SharedTurns::kPairs       ? shm::kSharesInPairs
+                     : settings.shared_turns == SharedTurns::kOn        ? shm::kSharesWhereGaps
                      : settings.shared_turns == SharedTurns::kHostBound ? shm::kSharesHostBound
                                                                         : shm::kSharesNone;
     s.quantum_ns = settings.quantum_ns;

@@ -90,6 +90,9 @@ enum SharesTurns : uint32_t {
   kSharesNone = 0,       // none: off, or a library that predates shared turns
   kSharesHostBound = 1,  // while it is host-bound
   kSharesInPairs = 2,    // while host-bound, and else with one other job
+  kSharesWhereGaps = 3,  // while host-bound, and with one other job while its
+                         // kernels leave the GPU gaps (Slot::leaves_gaps); a
+                         // library that predates it reads it as 1
 };
 
 // How a job's iterations were found (scheduler/iterations.h).
@@ -285,6 +288,11 @@ struct alignas(64) Slot {
   // beside others a job's waits are theirs too. 0 from a library that
   // predates it.
   std::atomic<uint32_t> shared_runs;
+  // Owner, no lock: 1 while the job keeps the GPU busy yet its kernels
+  // leave gaps a second job could fill (runtime/leaves_gaps.h): under
+  // GSHARE_SHARED_TURNS=on it shares turns two at a time. 0 from a library
+  // that predates it.
+  std::atomic<uint32_t> leaves_gaps;
 };
 static_assert(sizeof(Slot) == 768, "Slot layout changed: bump kLayoutVersion");
 

@@ -68,8 +68,9 @@ const char* handover_mode_name(uint32_t mode) {
 const char* shares_turns_name(uint32_t shares) {
   switch (shares) {
     case kSharesNone: return "off";
-    case kSharesHostBound: return "on";
+    case kSharesHostBound: return "host-bound";
     case kSharesInPairs: return "pairs";
+    case kSharesWhereGaps: return "on";
   }
   return "unknown";
 }
@@ -175,6 +176,7 @@ void copy_scheduling(const RegionHeader& h, const Slot& s, uint32_t index, uint6
     if (token.holder == index + 1 && token.holder_generation == s.generation) p->holds_token = true;
   p->beside = s.beside != 0;
   p->host_bound = s.host_bound.load(std::memory_order_relaxed) != 0;
+  p->leaves_gaps = s.leaves_gaps.load(std::memory_order_relaxed) != 0;
   p->gpu_wait_share = std::min(1.0, s.gpu_wait_permille.load(std::memory_order_relaxed) / 1000.0);
   p->gpu_busy_share = std::min(1.0, s.gpu_busy_permille.load(std::memory_order_relaxed) / 1000.0);
   p->weight = s.weight;

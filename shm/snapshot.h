@@ -41,6 +41,7 @@ struct ProcessSnapshot {
   bool holds_token = false;        // the GPU's holder is this slot, in this generation
   bool beside = false;             // runs beside the holder, in its turn (shared turns)
   bool host_bound = false;         // its waits for the GPU are a small share of the time it runs
+  bool leaves_gaps = false;        // busy, its kernels leaving the GPU gaps: shares turns two at a time
   double gpu_wait_share = 0;       // that share at its latest judgement, 0..1
   double gpu_busy_share = 0;       // its kernels' share of its own turns, 0..1; 0: not measured
   uint32_t weight = 0;             // GSHARE_WEIGHT

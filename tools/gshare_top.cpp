@@ -68,6 +68,9 @@
 //                                       time it runs and its kernels kept the GPU busy
 //                                       under 0.3 of its own turns: it may share turns
 //                                       (fair, GSHARE_SHARED_TURNS on)
+//          "leaves_gaps": B,            not host-bound, yet its kernels keep the GPU busy
+//                                       under 0.93 of its own turns (running mean): it
+//                                       shares turns two at a time (GSHARE_SHARED_TURNS on)
 //          "gpu_wait_share": X,         0..1: that share at its latest judgement
 //          "gpu_busy_share": X,         0..1: its kernels' share of a stretch of its own
 //                                       turns, timed on the GPU; 0: not measured (it

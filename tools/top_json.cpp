@@ -73,6 +73,7 @@ Json process_json(const ProcessView& row) {
       {"holds_token", p.holds_token},
       {"beside", p.beside},
       {"host_bound", p.host_bound},
+      {"leaves_gaps", p.leaves_gaps},
       {"gpu_wait_share", rounded(p.gpu_wait_share, 1e3)},
       {"gpu_busy_share", rounded(p.gpu_busy_share, 1e3)},
       {"gpu_share_10s", rounded(p.share_10s, 1e4)},
