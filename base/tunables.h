@@ -187,21 +187,24 @@ inline constexpr uint32_t kGpuBusyMinPairs = 4;
 inline constexpr uint64_t kGpuBusyEveryNs = 1'000'000'000;
 // Busy jobs whose kernels leave the GPU gaps share turns two at a time by
 // default (rules/leaves_gaps.h): a job not host-bound whose GPU share in its
-// own turns, as a running mean of kGapsMinReadings or more stretches (each
-// new one half of it), falls under kGapsBusy, until the mean passes
-// kGapsLeaveBusy. A share under kHostBoundLeaveBusy is the host-bound rule's
-// to judge: no pair. On an H200, PyTorch training jobs of 3 ms steps read
-// 0.77 to 1.0 in their own turns (0.85 at the median), four of them 0.96 to
+// own turns reads under kGapsSureBusy once, or whose running mean of
+// kGapsMinReadings or more readings (each new one half of it) falls under
+// kGapsBusy, until the mean passes kGapsLeaveBusy. A reading under
+// kGapsLeastBusy is the host-bound rule's to judge: no pair. On an H200,
+// PyTorch training jobs of 3 ms steps read 0.6 to 1.0 in their own turns
+// (0.85 at the median in one visit, 0.75 in another), four of them 0.96 to
 // 1.01 of their native aggregate in turns of one job and 1.00 two to a
-// turn; jobs of 8.5 ms steps read 0.95 to 1.0, and two of them made 1.02 in
-// turns alone against 1.00 as a pair. A job that shares as one of a pair
-// is not measured (others' kernels would count as its own): every
-// kGapsRecheckNs without a new reading it takes turns of its own again
-// until one comes.
+// turn; jobs of 8.5 ms steps read 0.95 to 1.0, and two of them made 1.02
+// in turns alone against 1.00 as a pair; 64 small host-bound jobs read 0.4
+// at most. A job that shares as one of a pair is not measured (others'
+// kernels would count as its own): kGapsRecheckNs after its verdict it is
+// judged anew, in turns of its own until then.
+inline constexpr uint32_t kGapsLeastBusy = 400;  // thousandths
+inline constexpr uint32_t kGapsSureBusy = 850;   // thousandths
 inline constexpr uint32_t kGapsBusy = 930;       // thousandths
 inline constexpr uint32_t kGapsLeaveBusy = 970;  // thousandths
 inline constexpr uint32_t kGapsMinReadings = 2;
-inline constexpr uint64_t kGapsRecheckNs = 10'000'000'000;
+inline constexpr uint64_t kGapsRecheckNs = 60'000'000'000;
 // A gap on the GPU this long between one timed launch's end and the next's
 // begin means the stream had gone idle: the next pair's time less the
 // host's between its two calls is its kernel's (runtime/gpu_busy.cpp).

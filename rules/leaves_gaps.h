@@ -7,14 +7,14 @@
 // the next launches arrive). In turns of one job those gaps are lost; two
 // jobs to a turn fill each other's, as they would natively, at the price
 // of sharing the GPU as natively (its switches between their contexts),
-// which jobs with no gaps only lose by (base/tunables.h, kGapsBusy, says
+// by which jobs with no gaps only lose (base/tunables.h, kGapsBusy, says
 // what was measured). One stretch's share (runtime/gpu_busy.h) sees one to
-// three steps and swings with where it falls: the verdict follows a
-// running mean, with a lower limit to enter than to leave. A job
-// seated as one of a pair is not measured, so a verdict would never be
-// checked again: one not renewed by a reading for kGapsRecheckNs is put
-// aside until the next reading (the job takes turns of its own meanwhile,
-// where it is measured).
+// three steps and swings with where it falls: one reading far under the
+// limit says it, else a running mean does, with a higher limit to leave
+// than to enter. A job seated as one of a pair is not measured, so a
+// verdict would never be checked again: kGapsRecheckNs after it was given
+// the job is judged anew (in turns of its own until then, a second or
+// two).
 // Pure code: the upkeep thread feeds it (runtime/leaves_gaps.h), the unit
 // tests call it.
 #pragma once
@@ -29,35 +29,36 @@ struct GapsState {
   uint32_t mean_permille = 0;  // running mean of its GPU shares; 0: none yet
   uint32_t readings = 0;       // since the mean began, up to kGapsMinReadings
   bool leaves_gaps = false;    // the verdict
-  bool rechecking = false;     // the verdict is put aside until a reading
-  uint64_t last_reading_ns = 0;
+  uint64_t judged_ns = 0;      // when the verdict was given
 };
 
 // A new reading of the job's GPU share in its own turns, in thousandths,
-// at `now_ns`. `host_bound`: the host-bound rule's verdict, which comes
-// first (such a job shares turns with many, not one).
+// at `now_ns` (0: none). `host_bound`: the host-bound rule's verdict, which
+// comes first (such a job shares turns with many, not one).
 inline void note_gpu_share(GapsState* s, uint32_t busy_permille, bool host_bound, uint64_t now_ns) {
   if (busy_permille == 0) return;
-  s->last_reading_ns = now_ns;
-  s->rechecking = false;
   // An idle GPU is for the host-bound rule to judge, in turns of its own.
-  if (host_bound || busy_permille < tunables::kHostBoundLeaveBusy) {
+  if (host_bound || busy_permille < tunables::kGapsLeastBusy) {
     *s = {};
-    s->last_reading_ns = now_ns;
     return;
   }
   s->mean_permille = s->readings == 0 ? busy_permille : (s->mean_permille + busy_permille + 1) / 2;
   if (s->readings < tunables::kGapsMinReadings) s->readings++;
-  s->leaves_gaps = s->leaves_gaps ? s->mean_permille < tunables::kGapsLeaveBusy
-                                  : s->readings >= tunables::kGapsMinReadings && s->mean_permille < tunables::kGapsBusy;
+  if (s->leaves_gaps) {
+    s->leaves_gaps = s->mean_permille < tunables::kGapsLeaveBusy;
+    return;
+  }
+  s->leaves_gaps = busy_permille < tunables::kGapsSureBusy ||
+                   (s->readings >= tunables::kGapsMinReadings && s->mean_permille < tunables::kGapsBusy);
+  if (s->leaves_gaps) s->judged_ns = now_ns;
 }
 
-// Whether the job shares as one of a pair at `now_ns`: the verdict, unless
-// it has gone unchecked for kGapsRecheckNs (then put aside until the next
-// reading).
+// Whether the job shares as one of a pair at `now_ns`: the verdict, until
+// kGapsRecheckNs after it was given; then it is forgotten, and the job is
+// judged anew from its next readings.
 inline bool shares_in_pairs(GapsState* s, uint64_t now_ns) {
-  if (s->leaves_gaps && now_ns - s->last_reading_ns >= tunables::kGapsRecheckNs) s->rechecking = true;
-  return s->leaves_gaps && !s->rechecking;
+  if (s->leaves_gaps && now_ns - s->judged_ns >= tunables::kGapsRecheckNs) *s = {};
+  return s->leaves_gaps;
 }
 
 }  // namespace gshare::rules
