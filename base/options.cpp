@@ -142,10 +142,10 @@ bool parse_host_mem_limit(const char* v, Options* o) {
 
 bool parse_shared_turns(const char* v, Options* o) {
   if (strcasecmp(v, "pairs") == 0) return o->shared_turns = SharedTurns::kPairs, true;
-  if (strcasecmp(v, "host-bound") == 0) return o->shared_turns = SharedTurns::kHostBound, true;
+  if (strcasecmp(v, "gaps") == 0) return o->shared_turns = SharedTurns::kGaps, true;
   bool on = false;
   if (!parse_bool(v, &on)) return false;
-  o->shared_turns = on ? SharedTurns::kOn : SharedTurns::kOff;
+  o->shared_turns = on ? SharedTurns::kHostBound : SharedTurns::kOff;
   return true;
 }
 
@@ -221,11 +221,10 @@ const OptionRow kOptions[] = {
      "a number of milliseconds from 0 to 600000", parse_slice_max},
     {{"GSHARE_SHARED_TURNS", "mode", "on",
       "on, under fair: jobs of equal weights whose host work leaves the GPU mostly idle between "
-      "their syncs run beside one another in one turn, as they would natively, and busy jobs "
-      "whose kernels still leave the GPU gaps (steps of a few ms) run two to a turn; "
-      "host-bound: only the former; pairs: any busy job two to a turn; off: every turn is one "
-      "job's"},
-     "1, 0, true, false, yes, no, on, off, host-bound or pairs", parse_shared_turns},
+      "their syncs run beside one another in one turn, as they would natively; gaps: besides, "
+      "busy jobs whose kernels still leave the GPU gaps (steps of a few ms) run two to a turn; "
+      "pairs: any busy job two to a turn; off: every turn is one job's"},
+     "1, 0, true, false, yes, no, on, off, gaps or pairs", parse_shared_turns},
     {{"GSHARE_ADMIT_TIMEOUT_S", "seconds", "600",
       "how long an allocation waits (for its turn, the safety condition, its lane's space or "
       "memory held by others) before it gets CUDA_ERROR_OUT_OF_MEMORY with what still failed; "

@@ -42,8 +42,8 @@ inline constexpr size_t kOptionTextChars = 256;
 // (scheduler/token.h, beside).
 enum class SharedTurns : uint8_t {
   kOff,        // off: every turn is one job's
-  kHostBound,  // host-bound: jobs whose host work leaves the GPU mostly idle
-  kOn,         // on: those, and busy jobs whose kernels leave the GPU gaps two to a turn
+  kHostBound,  // on: jobs whose host work leaves the GPU mostly idle
+  kGaps,       // gaps: those, and busy jobs whose kernels leave the GPU gaps two to a turn
   kPairs,      // pairs: host-bound jobs, and any busy job two to a turn
 };
 
@@ -66,7 +66,7 @@ struct Options {
   double idle_ms = 100;
   bool strict_handover = false;
   double slice_max_ms = 200;
-  SharedTurns shared_turns = SharedTurns::kOn;
+  SharedTurns shared_turns = SharedTurns::kHostBound;
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
   // Paging to host memory (allocator/pager.h).

@@ -185,20 +185,22 @@ inline constexpr uint64_t kGpuBusyStretchNs = 10'000'000;
 inline constexpr uint32_t kGpuBusyPairs = 256;
 inline constexpr uint32_t kGpuBusyMinPairs = 4;
 inline constexpr uint64_t kGpuBusyEveryNs = 1'000'000'000;
-// Busy jobs whose kernels leave the GPU gaps share turns two at a time by
-// default (rules/leaves_gaps.h): a job not host-bound whose GPU share in its
-// own turns reads under kGapsSureBusy once, or whose running mean of
-// kGapsMinReadings or more readings (each new one half of it) falls under
-// kGapsBusy, until the mean passes kGapsLeaveBusy. A reading under
-// kGapsLeastBusy is the host-bound rule's to judge: no pair. On an H200,
-// PyTorch training jobs of 3 ms steps read 0.6 to 1.0 in their own turns
-// (0.85 at the median in one visit, 0.75 in another), four of them 0.96 to
-// 1.01 of their native aggregate in turns of one job and 1.00 two to a
-// turn; jobs of 8.5 ms steps read 0.95 to 1.0, and two of them made 1.02
-// in turns alone against 1.00 as a pair; 64 small host-bound jobs read 0.4
-// at most. A job that shares as one of a pair is not measured (others'
-// kernels would count as its own): kGapsRecheckNs after its verdict it is
-// judged anew, in turns of its own until then.
+// Busy jobs whose kernels leave the GPU gaps share turns two at a time
+// under GSHARE_SHARED_TURNS=gaps (rules/leaves_gaps.h): a job not
+// host-bound whose GPU share in its own turns reads under kGapsSureBusy
+// once, or whose running mean of kGapsMinReadings or more readings (each
+// new one half of it) falls under kGapsBusy, until the mean passes
+// kGapsLeaveBusy. A reading under kGapsLeastBusy is the host-bound rule's
+// to judge: no pair. On an H200, PyTorch training jobs of 3 ms steps read
+// 0.6 to 1.0 in their own turns (0.85 at the median in one visit, 0.75 in
+// another), four of them 0.84 to 1.01 of their native aggregate in turns
+// of one job and 0.99 to 1.01 two to a turn; 64 small host-bound jobs read
+// 0.4 at most. Jobs of 8.5 ms steps that keep the GPU full read 0.95 to
+// 1.0 in one visit and down to 0.73 in another, where two of four, and two
+// of eight, were paired: why gaps is not the default. A job that shares as
+// one of a pair is not measured (others' kernels would count as its own):
+// kGapsRecheckNs after its verdict it is judged anew, in turns of its own
+// until then.
 inline constexpr uint32_t kGapsLeastBusy = 400;  // thousandths
 inline constexpr uint32_t kGapsSureBusy = 850;   // thousandths
 inline constexpr uint32_t kGapsBusy = 930;       // thousandths

@@ -1,6 +1,6 @@
 // Whether a busy job's kernels leave the GPU gaps that a second job could
-// fill: the rule that seats such jobs two to a turn under the default
-// GSHARE_SHARED_TURNS=on (scheduler/token.h, docs/DESIGN.md §7.9).
+// fill: the rule that seats such jobs two to a turn under
+// GSHARE_SHARED_TURNS=gaps (scheduler/token.h, docs/DESIGN.md §7.9).
 //
 // A job that keeps the GPU busy still leaves it idle between one step's
 // last kernel and the next step's first (its sync returns, Python runs,

@@ -23,8 +23,7 @@ void judge_leaves_gaps(int ordinal, shm::Slot& slot, uint32_t busy_permille) {
   const uint64_t now = mono_now_ns();
   const bool host_bound = slot.host_bound.load(std::memory_order_relaxed) != 0;
   rules::note_gpu_share(&j.state, busy_permille, host_bound, now);
-  // Only on (the default) asks for it: pairs pairs every busy job, off and
-  // host-bound none.
+  // Only gaps asks for it: pairs pairs every busy job, on and off none.
   const bool pairs = slot.shares_turns == shm::kSharesWhereGaps && !host_bound && rules::shares_in_pairs(&j.state, now);
   if ((slot.leaves_gaps.load(std::memory_order_relaxed) != 0) != pairs)
     slot.leaves_gaps.store(pairs ? 1 : 0, std::memory_order_relaxed);

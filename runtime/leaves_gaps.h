@@ -1,6 +1,6 @@
 // Judges whether this busy job's kernels leave the GPU gaps a second job
 // could fill (rules/leaves_gaps.h) and publishes it in its slot
-// (Slot::leaves_gaps): under GSHARE_SHARED_TURNS=on such jobs share turns
+// (Slot::leaves_gaps): under GSHARE_SHARED_TURNS=gaps such jobs share turns
 // two at a time (scheduler/token.h).
 #pragma once
 

@@ -162,7 +162,7 @@ bool any_beside_locked(const Region& r, int k) {
 
 // Whether the job of `s` shares a turn only as one of a pair: it keeps
 // the GPU busy (not host-bound) and asks to share all the same, with
-// GSHARE_SHARED_TURNS=pairs, or with on while its kernels leave the GPU
+// GSHARE_SHARED_TURNS=pairs, or with gaps while its kernels leave the GPU
 // gaps by its own measure (runtime/leaves_gaps.h; rules/turn_room.h).
 bool shares_as_pair(const Slot& s) {
   if (s.host_bound.load(std::memory_order_relaxed) != 0) return false;
@@ -170,8 +170,8 @@ bool shares_as_pair(const Slot& s) {
          (s.shares_turns == shm::kSharesWhereGaps && s.leaves_gaps.load(std::memory_order_relaxed) != 0);
 }
 
-// Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS on or
-// pairs, and host-bound by its own measure (runtime/host_bound.h); or as
+// Whether the job of `s` asks to share turns: GSHARE_SHARED_TURNS not
+// off, and host-bound by its own measure (runtime/host_bound.h); or as
 // one of a pair.
 bool wants_shared_turn(const Slot& s) {
   return (s.shares_turns != shm::kSharesNone && s.host_bound.load(std::memory_order_relaxed) != 0) ||
@@ -1314,7 +1314,7 @@ void join_token(Arbiter& arbiter, const JobSettings& settings, const char* gpu_u
     s.priority = settings.priority;
     s.handover_mode = settings.strict_handover ? shm::kHandoverStrict : shm::kHandoverOverlap;
     s.shares_turns = settings.shared_turns == SharedTurns::kPairs       ? shm::kSharesInPairs
-                     : settings.shared_turns == SharedTurns::kOn        ? shm::kSharesWhereGaps
+                     : settings.shared_turns == SharedTurns::kGaps      ? shm::kSharesWhereGaps
                      : settings.shared_turns == SharedTurns::kHostBound ? shm::kSharesHostBound
                                                                         : shm::kSharesNone;
     s.quantum_ns = settings.quantum_ns;

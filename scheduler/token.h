@@ -37,11 +37,14 @@
 //            the token, and it is charged for that time as the holder is.
 //            Exclusive turns would leave the GPU idle through such jobs'
 //            host work, and let only one of them run its host code at a
-//            time. A grant to a job that is not host-bound closes the gates
-//            of the jobs beside (mid-step: their memory is their own lane's),
-//            so a job that keeps the GPU busy still has its turns alone.
-//            Only while every host-bound job has a lane of its own; never
-//            under another policy, paging or strict handovers.
+//            time. With gaps, a busy job whose kernels leave the GPU gaps
+//            (runtime/leaves_gaps.h) shares turns too, two to a turn: the
+//            other fills its gaps, as natively. A grant to a job that
+//            shares no turn closes the gates of the jobs beside (mid-step:
+//            their memory is their own lane's), so a job that keeps the GPU
+//            full still has its turns alone. Only while every job that
+//            shares has a lane of its own; never under another policy,
+//            paging or strict handovers.
 #pragma once
 
 #include <cstdint>

@@ -92,7 +92,7 @@ enum SharesTurns : uint32_t {
   kSharesInPairs = 2,    // while host-bound, and else with one other job
   kSharesWhereGaps = 3,  // while host-bound, and with one other job while its
                          // kernels leave the GPU gaps (Slot::leaves_gaps); a
-                         // library that predates it reads it as 1
+                         // library that predates it reads it as 1 (on)
 };
 
 // How a job's iterations were found (scheduler/iterations.h).
@@ -290,7 +290,7 @@ struct alignas(64) Slot {
   std::atomic<uint32_t> shared_runs;
   // Owner, no lock: 1 while the job keeps the GPU busy yet its kernels
   // leave gaps a second job could fill (runtime/leaves_gaps.h): under
-  // GSHARE_SHARED_TURNS=on it shares turns two at a time. 0 from a library
+  // GSHARE_SHARED_TURNS=gaps it shares turns two at a time. 0 from a library
   // that predates it.
   std::atomic<uint32_t> leaves_gaps;
 };

@@ -68,9 +68,9 @@ const char* handover_mode_name(uint32_t mode) {
 const char* shares_turns_name(uint32_t shares) {
   switch (shares) {
     case kSharesNone: return "off";
-    case kSharesHostBound: return "host-bound";
+    case kSharesHostBound: return "on";
     case kSharesInPairs: return "pairs";
-    case kSharesWhereGaps: return "on";
+    case kSharesWhereGaps: return "gaps";
   }
   return "unknown";
 }

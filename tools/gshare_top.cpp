@@ -68,9 +68,10 @@
 //                                       time it runs and its kernels kept the GPU busy
 //                                       under 0.3 of its own turns: it may share turns
 //                                       (fair, GSHARE_SHARED_TURNS on)
-//          "leaves_gaps": B,            not host-bound, yet its kernels keep the GPU busy
-//                                       under 0.93 of its own turns (running mean): it
-//                                       shares turns two at a time (GSHARE_SHARED_TURNS on)
+//          "leaves_gaps": B,            not host-bound, yet its kernels leave the GPU gaps
+//                                       in its own turns (busy 0.4-0.85 once, or under
+//                                       0.93 as a mean): it shares turns two at a time
+//                                       (GSHARE_SHARED_TURNS=gaps)
 //          "gpu_wait_share": X,         0..1: that share at its latest judgement
 //          "gpu_busy_share": X,         0..1: its kernels' share of a stretch of its own
 //                                       turns, timed on the GPU; 0: not measured (it
@@ -92,7 +93,7 @@
 //                                       twice the quantum)
 //          "weight": N, "priority": N,  GSHARE_WEIGHT, GSHARE_PRIORITY
 //          "handover": "overlap"|"strict"|"unknown",  GSHARE_HANDOVER
-//          "shared_turns": "off"|"on"|"pairs"|"unknown",  GSHARE_SHARED_TURNS
+//          "shared_turns": "off"|"on"|"gaps"|"pairs"|"unknown",  GSHARE_SHARED_TURNS
 //          "expected_seconds": X|null,  GSHARE_EXPECTED_SECONDS; null: not given
 //          "expected_iterations": N|null,  GSHARE_EXPECTED_ITERS; null: not given
 //          "iterations": N,             iterations detected

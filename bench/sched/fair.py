@@ -38,7 +38,7 @@ subset of n2 n4 n8 n4short n4long w31 small host, default all), SCHED_FAIR_MODES
 subset of native gshare exclusive pairs, default native gshare: gshare alone
 gives no ratios to native; `exclusive` runs the same jobs under gshare with
 GSHARE_SHARED_TURNS=off, every job's turn its own, and `pairs` with
-GSHARE_SHARED_TURNS=pairs, any job two to a turn, in the same trial, the
+GSHARE_SHARED_TURNS=pairs, any busy job two to a turn, in the same trial, the
 modes' order reversed every other trial, and reports their rows beside
 gshare's), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 """
@@ -70,7 +70,7 @@ SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
 SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
 # How the jobs run: natively, under gshare (its defaults and
 # SCHED_GSHARE_EXTRA), under gshare with every turn a job's own, and with
-# any job two to a turn.
+# any busy job two to a turn.
 MODES = ("native", "gshare", "exclusive", "pairs")
 UNDER_GSHARE = ("gshare", "exclusive", "pairs")
 MODE_VARS = {"gshare": {"GSHARE_POLICY": "fair"},

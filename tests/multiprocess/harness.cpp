@@ -148,12 +148,6 @@ Env TestGpu::environment(const Env& extra, bool preload) const {
   env["FAKE_CUDA_UUID_SEED"] = seed_;
   env["FAKE_CUDA_MEM"] = std::to_string(memory_bytes_);
   env["GSHARE_DIR"] = dir_;
-  // Busy jobs two to a turn (GSHARE_SHARED_TURNS=on, the default) follow
-  // the gaps their steps leave on the GPU, which over the fake driver a
-  // loaded machine opens in any loop (its syncs wake late). Tests of
-  // everything else run with turns shared by host-bound jobs only; those
-  // of shared turns ask for the mode they test.
-  env["GSHARE_SHARED_TURNS"] = "host-bound";
   if (preload) {
     env["LD_PRELOAD"] = programs_dir_.empty()
                             ? gshare_library()

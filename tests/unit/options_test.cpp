@@ -162,15 +162,15 @@ TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, ove
   CHECK(o.expected_seconds == 0);
   CHECK(o.expected_iters == 0);
   CHECK_FALSE(o.strict_handover);
-  CHECK(o.shared_turns == gshare::SharedTurns::kOn);
+  CHECK(o.shared_turns == gshare::SharedTurns::kHostBound);
 }
 
-TEST_CASE("GSHARE_SHARED_TURNS takes on, off, host-bound and pairs, and nothing else") {
+TEST_CASE("GSHARE_SHARED_TURNS takes on, off, gaps and pairs, and nothing else") {
   const std::pair<const char*, gshare::SharedTurns> cases[] = {
-      {"GSHARE_SHARED_TURNS=on", gshare::SharedTurns::kOn},
-      {"GSHARE_SHARED_TURNS=1", gshare::SharedTurns::kOn},
+      {"GSHARE_SHARED_TURNS=on", gshare::SharedTurns::kHostBound},
+      {"GSHARE_SHARED_TURNS=1", gshare::SharedTurns::kHostBound},
       {"GSHARE_SHARED_TURNS=off", gshare::SharedTurns::kOff},
-      {"GSHARE_SHARED_TURNS=host-bound", gshare::SharedTurns::kHostBound},
+      {"GSHARE_SHARED_TURNS=gaps", gshare::SharedTurns::kGaps},
       {"GSHARE_SHARED_TURNS=Pairs", gshare::SharedTurns::kPairs},
   };
   for (const auto& [text, mode] : cases) {
@@ -181,7 +181,7 @@ TEST_CASE("GSHARE_SHARED_TURNS takes on, off, host-bound and pairs, and nothing 
     REQUIRE(parse_options(env, &o, error, sizeof error));
     CHECK(o.shared_turns == mode);
   }
-  const char* bad[] = {"GSHARE_SHARED_TURNS=hostbound", nullptr};
+  const char* bad[] = {"GSHARE_SHARED_TURNS=gap", nullptr};
   Options o;
   char error[512];
   CHECK_FALSE(parse_options(bad, &o, error, sizeof error));
