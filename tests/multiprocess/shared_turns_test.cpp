@@ -197,6 +197,45 @@ int most_beside_for(const TestGpu& gpu, uint64_t ms, useconds_t every_us) {
   return most;
 }
 
+// Waits until each of the `n` jobs on `gpu` has its GPU share measured.
+void await_all_measured(const TestGpu& gpu, int n) {
+  await(gpu, "every job measured on the GPU", [&] {
+    int measured = 0;
+    const nlohmann::json g = gpu.top_gpu();
+    for (const nlohmann::json& p : g["processes"]) measured += p["gpu_busy_share"].get<double>() > 0;
+    return measured == n;
+  });
+}
+
+// Two seconds of busy jobs' turns, then the jobs released: the most jobs
+// seen beside the holder and judged to leave gaps at once, and the shares
+// of the window in which two and three jobs' kernels ran at once.
+struct PairsSeen {
+  int most_beside = 0, most_leaving_gaps = 0;
+  double two = 0, three = 0;
+  std::vector<KernelRun> kernels;  // those that started in the window
+};
+
+PairsSeen watch_pairs(const TestGpu& gpu, std::vector<std::unique_ptr<Client>>& jobs) {
+  PairsSeen seen;
+  const uint64_t from = monotonic_ns();
+  while (monotonic_ns() < from + 2000 * kMs) {
+    const nlohmann::json g = gpu.top_gpu();
+    seen.most_beside = std::max(seen.most_beside, count_where(g, "beside"));
+    seen.most_leaving_gaps = std::max(seen.most_leaving_gaps, count_where(g, "leaves_gaps"));
+    CHECK(count_where(g, "holds_token") <= 1);
+    CHECK(count_where(g, "host_bound") == 0);
+    usleep(50'000);
+  }
+  const uint64_t to = monotonic_ns();
+  for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
+  seen.kernels = started_in(read_kernel_trace(gpu.kernel_trace()), from, to);
+  const double window = double(to - from);
+  seen.two = double(time_with_at_least(seen.kernels, 2)) / window;
+  seen.three = double(time_with_at_least(seen.kernels, 3)) / window;
+  return seen;
+}
+
 }  // namespace
 
 TEST_CASE("under fair, host-bound jobs run beside one another in one turn; off, each turn is one job's") {
@@ -267,32 +306,19 @@ TEST_CASE("with pairs, jobs that keep the GPU busy run two to a turn, never thre
       await(gpu, "a job beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == 1; });
     else
       usleep(500'000);
-    const uint64_t from = monotonic_ns();
-    int most_beside = 0;
-    while (monotonic_ns() < from + 2000 * kMs) {
-      const nlohmann::json g = gpu.top_gpu();
-      most_beside = std::max(most_beside, count_where(g, "beside"));
-      CHECK(count_where(g, "holds_token") <= 1);
-      CHECK(count_where(g, "host_bound") == 0);
-      usleep(50'000);
-    }
-    const uint64_t to = monotonic_ns();
-    for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
-    const auto in = started_in(read_kernel_trace(gpu.kernel_trace()), from, to);
-    const double window = double(to - from), two = double(time_with_at_least(in, 2)) / window,
-                 three = double(time_with_at_least(in, 3)) / window;
-    INFO(in.size() << " kernels; two jobs' at once " << two << " of the time, three " << three << "; at most "
-                   << most_beside << " beside");
-    REQUIRE(in.size() >= 100);
+    const PairsSeen seen = watch_pairs(gpu, jobs);
+    INFO(seen.kernels.size() << " kernels; two jobs' at once " << seen.two << " of the time, three " << seen.three
+                             << "; at most " << seen.most_beside << " beside");
+    REQUIRE(seen.kernels.size() >= 100);
     if (shared == "pairs") {
-      CHECK(most_beside == 1);
-      CHECK(two >= 0.6);
-      CHECK(three <= 0.2);
+      CHECK(seen.most_beside == 1);
+      CHECK(seen.two >= 0.6);
+      CHECK(seen.three <= 0.2);
       // Each has its share: a third of the kernel time, give or take.
-      for (auto& c : jobs) CHECK(kernel_time(kernels_of(in, c->pid())) * 5 >= kernel_time(in));
+      for (auto& c : jobs) CHECK(kernel_time(kernels_of(seen.kernels, c->pid())) * 5 >= kernel_time(seen.kernels));
     } else {
-      CHECK(most_beside == 0);
-      CHECK(two <= 0.35);
+      CHECK(seen.most_beside == 0);
+      CHECK(seen.two <= 0.35);
     }
   }
 }
@@ -316,44 +342,25 @@ TEST_CASE("with gaps, busy jobs whose kernels leave the GPU gaps run two to a tu
       await(gpu, "all three judged to leave gaps", [&] { return count_where(gpu.top_gpu(), "leaves_gaps") == 3; });
       await(gpu, "a job beside the holder", [&] { return count_where(gpu.top_gpu(), "beside") == 1; });
     } else {
-      await(gpu, "all three measured on the GPU", [&] {
-        int measured = 0;
-        const nlohmann::json g = gpu.top_gpu();
-        for (const nlohmann::json& p : g["processes"]) measured += p["gpu_busy_share"].get<double>() > 0;
-        return measured == 3;
-      });
+      await_all_measured(gpu, 3);
       usleep(1'500'000);
     }
-    const uint64_t from = monotonic_ns();
-    int most_beside = 0, most_leaving_gaps = 0;
-    while (monotonic_ns() < from + 2000 * kMs) {
-      const nlohmann::json g = gpu.top_gpu();
-      most_beside = std::max(most_beside, count_where(g, "beside"));
-      most_leaving_gaps = std::max(most_leaving_gaps, count_where(g, "leaves_gaps"));
-      CHECK(count_where(g, "holds_token") <= 1);
-      CHECK(count_where(g, "host_bound") == 0);
-      usleep(50'000);
-    }
-    const uint64_t to = monotonic_ns();
-    const nlohmann::json last = gpu.top_gpu();
-    INFO(last.dump());
-    for (auto& c : jobs) CHECK(words(c->release(20)).at(1) == "ok");
-    const auto in = started_in(read_kernel_trace(gpu.kernel_trace()), from, to);
-    const double window = double(to - from), two = double(time_with_at_least(in, 2)) / window,
-                 three = double(time_with_at_least(in, 3)) / window;
-    INFO(in.size() << " kernels; two jobs' at once " << two << " of the time, three " << three << "; at most "
-                   << most_beside << " beside");
-    REQUIRE(in.size() >= 100);
+    const nlohmann::json before = gpu.top_gpu();
+    INFO(before.dump());
+    const PairsSeen seen = watch_pairs(gpu, jobs);
+    INFO(seen.kernels.size() << " kernels; two jobs' at once " << seen.two << " of the time, three " << seen.three
+                             << "; at most " << seen.most_beside << " beside");
+    REQUIRE(seen.kernels.size() >= 100);
     if (shared == "gaps") {
-      CHECK(most_beside == 1);
-      CHECK(two >= 0.5);
-      CHECK(three <= 0.2);
-      for (auto& c : jobs) CHECK(kernel_time(kernels_of(in, c->pid())) * 5 >= kernel_time(in));
+      CHECK(seen.most_beside == 1);
+      CHECK(seen.two >= 0.5);
+      CHECK(seen.three <= 0.2);
+      for (auto& c : jobs) CHECK(kernel_time(kernels_of(seen.kernels, c->pid())) * 5 >= kernel_time(seen.kernels));
     } else {
       // Measured as under gaps, never judged: on pairs no busy job.
-      CHECK(most_leaving_gaps == 0);
-      CHECK(most_beside == 0);
-      CHECK(two <= 0.35);
+      CHECK(seen.most_leaving_gaps == 0);
+      CHECK(seen.most_beside == 0);
+      CHECK(seen.two <= 0.35);
     }
   }
 }
@@ -599,12 +606,7 @@ TEST_CASE("a job whose launches keep pace with its kernels is not host-bound, th
   a.post(kPacedLoop);
   b.post(kPacedLoop);
   idle_gpu.post(kHostBoundLoop);
-  await(gpu, "every job measured on the GPU", [&] {
-    int measured = 0;
-    const nlohmann::json g = gpu.top_gpu();
-    for (const nlohmann::json& p : g["processes"]) measured += p["gpu_busy_share"].get<double>() > 0;
-    return measured == 3;
-  });
+  await_all_measured(gpu, 3);
   const int most_beside = most_beside_for(gpu, 3000, 50'000);
   const nlohmann::json g = gpu.top_gpu();
   INFO(g.dump());
