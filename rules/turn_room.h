@@ -5,11 +5,10 @@
 // host-bound PyTorch jobs on an H200 with 16 cores, 32 beside one another
 // made the slowest 0.45 of the fastest), and their GPU shares, each measured
 // in its own turns (runtime/gpu_busy.h), add up to one GPU at most. A job
-// that keeps the GPU busy (it shares turns as one of a pair: its kernels
-// leave the GPU gaps under GSHARE_SHARED_TURNS=gaps, rules/leaves_gaps.h,
-// or pairs)
-// shares its turn with one other job at most:
-// the other fills the gaps between its launches (on an H200, four
+// that keeps the GPU busy (it shares turns as one of a pair: under
+// GSHARE_SHARED_TURNS=gaps while its kernels leave the GPU gaps,
+// rules/leaves_gaps.h, or under pairs) shares its turn with one other job
+// at most: the other fills the gaps between its launches (on an H200, four
 // PyTorch jobs of 3 ms steps, two to a turn: 0.999 of their native
 // aggregate, against 0.963 in turns of one job, five trials), and a third
 // would only queue for the GPU's time. Pure code: the scheduler calls it
