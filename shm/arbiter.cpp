@@ -123,6 +123,7 @@ bool Arbiter::claim_slot(const SlotIdentity& who) {
     s.gpu_wait_permille.store(0, std::memory_order_relaxed);
     s.gpu_busy_permille.store(0, std::memory_order_relaxed);
     s.shared_runs.store(0, std::memory_order_relaxed);
+    s.leaves_gaps.store(0, std::memory_order_relaxed);
     s.state = kSlotLive;
     file_.region->header.live_slots++;
     own_slot_ = int(i);

@@ -232,10 +232,11 @@ TEST_CASE("a newcomer clears out the dead before it claims a slot") {
 
 TEST_CASE("a slot taken over from a dead job starts with none of its paging or waiting state") {
   // A job killed while paged out, holding pinned host memory, waiting for
-  // the token and asked to page out: the next job in its slot would
-  // otherwise count that host memory against GSHARE_HOST_MEM_LIMIT, read
-  // as paged out (parked while others ask) and as a thread waiting for the
-  // token, and answer a page-out nobody asked of it.
+  // the token, asked to page out and judged to leave the GPU gaps: the
+  // next job in its slot would otherwise count that host memory against
+  // GSHARE_HOST_MEM_LIMIT, read as paged out (parked while others ask) and
+  // as a thread waiting for the token, answer a page-out nobody asked of
+  // it, and share turns as one of a pair before it was ever measured.
   TempDir dir;
   int status = in_child([&] {
     Arbiter child = open_arbiter(dir.path);
@@ -255,6 +256,7 @@ TEST_CASE("a slot taken over from a dead job starts with none of its paging or w
     s.token_waits.store(1);
     s.switch_memory_ns.store(1);
     s.last_device_work_mono_ns.store(1);
+    s.leaves_gaps.store(1);
     _exit(0);
   });
   REQUIRE(WEXITSTATUS(status) == 0);
@@ -276,6 +278,7 @@ TEST_CASE("a slot taken over from a dead job starts with none of its paging or w
   CHECK(s.token_waits.load() == 0);
   CHECK(s.switch_memory_ns.load() == 0);
   CHECK(s.last_device_work_mono_ns.load() == 0);
+  CHECK(s.leaves_gaps.load() == 0);
 }
 
 TEST_CASE("a newcomer corrects GPU totals that its live slots do not add up to") {
