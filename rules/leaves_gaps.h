@@ -11,7 +11,12 @@
 // what was measured). One stretch's share (runtime/gpu_busy.h) sees one to
 // three steps and swings with where it falls: one reading far under the
 // limit says it, else a running mean does, with a higher limit to leave
-// than to enter. A job seated as one of a pair is not measured, so a
+// than to enter. A share that is not far under its limit counts only
+// where the job's host is not ahead of its kernels: a job that waits at
+// its syncs for a good part of its own turns keeps the GPU as busy as its
+// kernels can, and the gaps its share shows (a sync's wake-up, the GPU's
+// switch from the last holder's tail) are not ones a second job fills.
+// A job seated as one of a pair is not measured, so a
 // verdict would never be checked again: kGapsRecheckNs after it was given
 // the job is judged anew (in turns of its own until then, a second or
 // two).
@@ -33,15 +38,20 @@ struct GapsState {
 };
 
 // A new reading of the job's GPU share in its own turns, in thousandths,
-// at `now_ns` (0: none). `host_bound`: the host-bound rule's verdict, which
-// comes first (such a job shares turns with many, not one).
-inline void note_gpu_share(GapsState* s, uint32_t busy_permille, bool host_bound, uint64_t now_ns) {
+// at `now_ns` (0: none). `wait_permille`: the share of its own turns it
+// waited at its syncs for the GPU (kNoWaitShare: not yet known, as if
+// long). `host_bound`: the host-bound rule's verdict, which comes first
+// (such a job shares turns with many, not one).
+inline constexpr uint32_t kNoWaitShare = UINT32_MAX;
+inline void note_gpu_share(GapsState* s, uint32_t busy_permille, uint32_t wait_permille, bool host_bound,
+                           uint64_t now_ns) {
   if (busy_permille == 0) return;
   // An idle GPU is for the host-bound rule to judge, in turns of its own.
   if (host_bound || busy_permille < tunables::kGapsLeastBusy) {
     *s = {};
     return;
   }
+  if (busy_permille >= tunables::kGapsClearBusy && wait_permille >= tunables::kGapsMostWait) busy_permille = 1000;
   s->mean_permille = s->readings == 0 ? busy_permille : (s->mean_permille + busy_permille + 1) / 2;
   if (s->readings < tunables::kGapsMinReadings) s->readings++;
   if (s->leaves_gaps) {

@@ -6,6 +6,7 @@
 #include "allocator/devices.h"
 #include "base/clock.h"
 #include "rules/host_bound.h"
+#include "rules/leaves_gaps.h"
 #include "runtime/gpu_busy.h"
 #include "scheduler/token.h"
 
@@ -27,6 +28,7 @@ struct Window {
   uint32_t shared_runs = 0;  // Slot::shared_runs then
   bool shared = false;       // in a shared turn then
   rules::HostBoundState state;  // the verdict so far
+  uint32_t own_wait_permille = rules::kNoWaitShare;  // over the last window not shared
 };
 Window g_windows[allocator::kMaxDevices];
 }  // namespace
@@ -75,9 +77,11 @@ void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
              g_waits.load(std::memory_order_relaxed),
              slot.shared_runs.load(std::memory_order_relaxed),
              __atomic_load_n(&slot.beside, __ATOMIC_RELAXED) != 0 || holds_shared_turn,
-             w.state};
+             w.state,
+             w.own_wait_permille};
   if (w.slot != &slot) {
     now.state = {};
+    now.own_wait_permille = rules::kNoWaitShare;
     w = now;
     return;
   }
@@ -96,9 +100,16 @@ void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
   if (!rules::judge_host_bound(&now.state, ran, gpu_waits, now.waits - w.waits,
                               slot.gpu_busy_permille.load(std::memory_order_relaxed), shared))
     return;
+  const uint32_t wait_permille = uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / std::max<uint64_t>(1, ran)));
+  if (!shared) now.own_wait_permille = wait_permille;
   w = now;
-  slot.gpu_wait_permille.store(uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / ran)), std::memory_order_relaxed);
+  slot.gpu_wait_permille.store(wait_permille, std::memory_order_relaxed);
   if (now.state.host_bound != was) slot.host_bound.store(now.state.host_bound ? 1 : 0, std::memory_order_relaxed);
+}
+
+uint32_t own_turn_wait_permille(int ordinal) {
+  if (ordinal < 0 || ordinal >= allocator::kMaxDevices) return rules::kNoWaitShare;
+  return g_windows[ordinal].own_wait_permille;
 }
 
 }  // namespace gshare::runtime

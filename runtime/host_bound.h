@@ -3,6 +3,8 @@
 // (scheduler/token.h).
 #pragma once
 
+#include <cstdint>
+
 #include "shm/layout.h"
 
 namespace gshare::runtime {
@@ -40,5 +42,12 @@ uint32_t measure_gpu_share(shm::Slot& slot, bool may_share);
 // the holder or holding one with others beside (`holds_shared_turn`: now),
 // judges it only at a higher limit (rules/host_bound.h).
 void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn);
+
+// The share of its running time the job on the GPU of `ordinal` waited for
+// the GPU over its last judged window run in turns of its own, in
+// thousandths (the rule on gaps, rules/leaves_gaps.h, needs it: in a shared
+// turn its waits are the others' kernels too); rules::kNoWaitShare before
+// one.
+uint32_t own_turn_wait_permille(int ordinal);
 
 }  // namespace gshare::runtime

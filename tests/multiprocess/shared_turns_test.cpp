@@ -30,13 +30,14 @@ constexpr uint64_t kMs = 1'000'000;
 constexpr const char* kHostBoundLoop = "trainfor 60 1 0 sync 1500";
 // A step that keeps the GPU busy: two 2 ms kernels and a sync.
 constexpr const char* kBusyLoop = "trainfor 60 2 2000 sync 0";
-// A step that keeps the GPU busy with gaps between steps: two 2 ms kernels,
-// a sync, then 0.4 ms on the host (asleep) with the GPU idle: 0.85 to 1.0
-// of its turns busy over the fake driver, whose late syncs widen the gaps
-// (PyTorch steps of 3 ms on an H200 read 0.6 to 1.0). With 0.8 ms some
-// readings fell under 0.6, which a loaded machine could take under
-// kGapsLeastBusy.
-constexpr const char* kGapsLoop = "trainfor 60 2 2000 sync 400";
+// A step that leaves the GPU gaps, as PyTorch steps of 3 ms do: a 2 ms
+// kernel, 2.4 ms on the host (asleep) while it runs and after, then a
+// sync that finds it done. About 0.8 of its turns busy over the fake
+// driver, and it hardly waits: the host, not the GPU, sets its pace. (Two
+// 2 ms kernels, a sync and 0.4 ms on the host read as gappy on a loaded
+// machine, whose late syncs widen the gaps, but wait most of the step: a
+// GPU-bound job, as the rule now reads it.)
+constexpr const char* kGapsLoop = "trainfor 60 1 2000 paced 2400";
 // A step that keeps the GPU busy though its sync hardly waits: a 2 ms
 // kernel, 2.2 ms on the host while it runs, then the sync (the kernel done
 // or nearly: with 1.9 ms, a loaded machine's late kernels made the sync
@@ -327,11 +328,11 @@ TEST_CASE("with pairs, jobs that keep the GPU busy run two to a turn, never thre
 }
 
 TEST_CASE("with gaps, busy jobs whose kernels leave the GPU gaps run two to a turn; on, each turn is one's") {
-  // Three jobs of two 2 ms kernels, a sync and 0.4 ms on the host a step:
-  // not host-bound (the sync waits for most of the step), yet the GPU idles
-  // through part of each. Under gaps each is judged to leave gaps once
-  // measured in its own turns, and they then run two to a turn as under
-  // pairs; under on (the default) each turn stays one job's.
+  // Three jobs of a 2 ms kernel and 2.4 ms on the host a step: not
+  // host-bound (the GPU is busy most of the step), yet it idles through
+  // part of each. Under gaps each is judged to leave gaps once measured in
+  // its own turns, and they then run two to a turn as under pairs; under on
+  // (the default) each turn stays one job's.
   if (usable_cpus() < 2) {
     WARN("not run: a pair needs two CPUs");
     return;

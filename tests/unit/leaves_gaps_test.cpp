@@ -1,10 +1,11 @@
-// The verdict that seats busy jobs two to a turn by default
-// (rules/leaves_gaps.h).
+// The verdict that seats busy jobs that leave the GPU gaps two to a turn
+// under GSHARE_SHARED_TURNS=gaps (rules/leaves_gaps.h).
 #include <catch2/catch.hpp>
 
 #include "rules/leaves_gaps.h"
 
 using gshare::rules::GapsState;
+using gshare::rules::kNoWaitShare;
 using gshare::rules::note_gpu_share;
 using gshare::rules::shares_in_pairs;
 using namespace gshare::tunables;
@@ -12,15 +13,21 @@ using namespace gshare::tunables;
 namespace {
 constexpr uint64_t kSecond = 1'000'000'000;
 
-// Readings a second apart from `at` seconds on, none host-bound.
-GapsState read(GapsState s, std::initializer_list<uint32_t> permilles, uint64_t at = 1) {
-  for (uint32_t p : permilles) note_gpu_share(&s, p, false, at++ * kSecond);
+// A job whose kernels are done before it syncs: it waits a tenth of its
+// own turns at most (3 ms PyTorch steps on an H200: 0.04 to 0.16).
+constexpr uint32_t kShortWaits = 100;
+
+// Readings a second apart from `at` seconds on, none host-bound, the job
+// waiting `wait` of its own turns.
+GapsState read(GapsState s, std::initializer_list<uint32_t> permilles, uint64_t at = 1,
+               uint32_t wait = kShortWaits) {
+  for (uint32_t p : permilles) note_gpu_share(&s, p, wait, false, at++ * kSecond);
   return s;
 }
 }  // namespace
 
 TEST_CASE("one reading far under the limit pairs a busy job at once") {
-  // PyTorch steps of 3 ms on an H200 read 0.6 to 1.0, most under 0.85.
+  // PyTorch steps of 3 ms on an H200 read 0.54 to 0.83.
   GapsState s = read({}, {kGapsSureBusy - 1});
   CHECK(s.leaves_gaps);
   CHECK(shares_in_pairs(&s, 1 * kSecond));
@@ -41,6 +48,21 @@ TEST_CASE("a job that keeps the GPU full never pairs") {
   GapsState s = read({}, {1000, 952, 1000, 974, 1000, 1000});
   CHECK_FALSE(s.leaves_gaps);
   CHECK_FALSE(shares_in_pairs(&s, 7 * kSecond));
+}
+
+TEST_CASE("a job that waits for the GPU at its syncs pairs only where its share is far under the limit") {
+  // Eight GPU-bound jobs of 8.5 ms steps on an H200 read 0.78 to 1.0 and
+  // waited 0.38 to 0.73 of their own turns.
+  CHECK_FALSE(read({}, {776, 832, 862, 889}, 1, 700).leaves_gaps);
+  CHECK_FALSE(read({}, {kGapsClearBusy, kGapsClearBusy}, 1, kGapsMostWait).leaves_gaps);
+  // Its waits not yet known: as if long.
+  CHECK_FALSE(read({}, {776, 832}, 1, kNoWaitShare).leaves_gaps);
+  // Short waits, the same shares: gaps its host leaves.
+  CHECK(read({}, {776}, 1, kGapsMostWait - 1).leaves_gaps);
+  // A share far under the limit says it whatever the waits (a job whose
+  // steps are half host work, half kernels it waits for).
+  CHECK(read({}, {kGapsClearBusy - 1}, 1, 700).leaves_gaps);
+  CHECK(read({}, {500}, 1, kNoWaitShare).leaves_gaps);
 }
 
 TEST_CASE("one full reading does not end a verdict; a mean past kGapsLeaveBusy does") {
@@ -70,7 +92,7 @@ TEST_CASE("an idle GPU is the host-bound rule's: no pair, and the mean starts ov
   // 64 small host-bound PyTorch jobs read up to 0.4.
   CHECK_FALSE(read({}, {150, 398, 120}).leaves_gaps);
   GapsState hb = read({}, {800});
-  note_gpu_share(&hb, 800, true, 2 * kSecond);
+  note_gpu_share(&hb, 800, kShortWaits, true, 2 * kSecond);
   CHECK_FALSE(hb.leaves_gaps);
 }
 
@@ -84,12 +106,12 @@ TEST_CASE("kGapsRecheckNs after its verdict a job is judged anew") {
   CHECK(shares_in_pairs(&s, judged + kGapsRecheckNs - 1));
   CHECK_FALSE(shares_in_pairs(&s, judged + kGapsRecheckNs));
   CHECK(s.readings == 0);  // forgotten: the next readings decide alone
-  note_gpu_share(&s, 1000, false, judged + kGapsRecheckNs + kSecond);
+  note_gpu_share(&s, 1000, kShortWaits, false, judged + kGapsRecheckNs + kSecond);
   CHECK_FALSE(shares_in_pairs(&s, judged + kGapsRecheckNs + kSecond));
-  note_gpu_share(&s, 1000, false, judged + kGapsRecheckNs + 2 * kSecond);
+  note_gpu_share(&s, 1000, kShortWaits, false, judged + kGapsRecheckNs + 2 * kSecond);
   CHECK_FALSE(shares_in_pairs(&s, judged + kGapsRecheckNs + 2 * kSecond));
   // A zero reading is none.
   GapsState z = read({}, {800});
-  note_gpu_share(&z, 0, false, 5 * kSecond);
+  note_gpu_share(&z, 0, kShortWaits, false, 5 * kSecond);
   CHECK(z.leaves_gaps);
 }
