@@ -155,25 +155,20 @@ bool collect_gpu_busy(uint32_t* permille) {
     g.stage = Stage::kIdle;
     return false;
   }
-  // The first and last pairs whose end events were recorded bound the
-  // stretch on the GPU's own clock: the kernels counted are those after the
-  // first, up to the last, over the time from the first's end to the
-  // last's. Counted on the host's clock instead, between the launches, a
-  // job that keeps its kernels queued ahead of the GPU read as its queue
-  // happened to be at the stretch's two ends: the work queued before the
-  // first launch ran inside the stretch but was not counted (on an H200,
-  // jobs of 8.5 ms steps that keep the GPU full read as low as 0.73).
-  // (Counting the first pair too would count one launch more than the
-  // intervals between them, and its host part is not known.)
-  uint32_t first = g.started, last = 0;
-  for (uint32_t i = 0; i < g.started; ++i) {
-    if (!g.timed[i]) continue;
-    first = std::min(first, i);
-    last = i;
-  }
   uint64_t busy_ns = 0, raw_ns = 0;
   bool complete = true;
-  for (uint32_t i = first + 1; i <= last && complete; ++i) {
+  // Pair 0 marks where the stretch begins: the kernels counted are those
+  // launched after it, up to the last, over the time from its launch to the
+  // last's. (Counting pair 0 too would count one launch more than the
+  // intervals between them, and its host part is not known.) On the host's
+  // clock, a job that keeps kernels queued ahead of the GPU reads as its
+  // queue stood at the two ends (GPU-bound jobs of 8.5 ms steps read 0.73
+  // to 1.0 on an H200). The GPU's own clock, from the first pair's end to
+  // the last's, was tried and read worse: a stretch cut short by its turn's
+  // end has its last kernels finish among the next holder's, and 3 ms
+  // training jobs read 0.001 and 0.075 (judged host-bound) and GPU-bound
+  // ones 0.52.
+  for (uint32_t i = 1; i < g.started && complete; ++i) {
     if (!g.timed[i]) continue;
     const CUresult done = driver().event_query(g.end[i]);
     if (done == CUDA_ERROR_NOT_READY) complete = false;
@@ -184,21 +179,14 @@ bool collect_gpu_busy(uint32_t* permille) {
     raw_ns += pair_ns;
     busy_ns += pair_ns - std::min(pair_ns, host_part_ns_locked(i));
   }
-  float span_ms = 0;
-  const bool spanned = complete && first < last &&
-                       driver().event_elapsed_time(&span_ms, g.end[first], g.end[last]) == CUDA_SUCCESS &&
-                       span_ms > 0;
   CUcontext popped = nullptr;
   driver().ctx_pop_current(&popped);
   if (!complete) return false;  // kernels still queued: at a later tick
   g.stage = Stage::kIdle;
-  if (!spanned) return false;  // fewer than two launches timed: no reading
-  const uint64_t span = std::max<uint64_t>(1, uint64_t(double(span_ms) * 1e6));
-  *permille = uint32_t(std::clamp<uint64_t>(busy_ns * 1000 / span, 1, 1000));
-  GSHARE_DEBUG("GPU busy %.3f of its own turn (%.3f with the host's part): %u launches timed over %.2f ms of the "
-               "GPU's (%.2f ms of the host's)",
-               *permille / 1000.0, std::min(1.0, double(raw_ns) / double(span)), g.started, double(span) / 1e6,
-               double(g.begun_ns[last] - g.begun_ns[first]) / 1e6);
+  const uint64_t wall = std::max<uint64_t>(1, g.begun_ns[g.started - 1] - g.begun_ns[0]);
+  *permille = uint32_t(std::clamp<uint64_t>(busy_ns * 1000 / wall, 1, 1000));
+  GSHARE_DEBUG("GPU busy %.3f of its own turn (%.3f with the host's part): %u launches timed over %.2f ms",
+               *permille / 1000.0, std::min(1.0, double(raw_ns) / double(wall)), g.started, double(wall) / 1e6);
   return true;
 }
 

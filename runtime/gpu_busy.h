@@ -12,8 +12,8 @@
 // kGpuBusyStretchNs. Elapsed time between a pair is that launch's time on
 // the GPU, less the host's part where the GPU was idle before it (the
 // kernel arrived only as the launch returned); the sum over the launches
-// after the first, over the GPU's time from the first one's end event to
-// the last one's, is the share, capped at 1. Kernels that overlap on several streams count each.
+// after the first, over the time from the first launch to the last, is the
+// share, capped at 1. Kernels that overlap on several streams count each.
 // A stretch ends early, with what it has, when the job's turn ends or it
 // runs beside another (others' kernels would count as its own).
 #pragma once
