@@ -164,10 +164,10 @@ bool collect_gpu_busy(uint32_t* permille) {
   // clock, a job that keeps kernels queued ahead of the GPU reads as its
   // queue stood at the two ends (GPU-bound jobs of 8.5 ms steps read 0.73
   // to 1.0 on an H200). The GPU's own clock, from the first pair's end to
-  // the last's, was tried and read worse: a stretch cut short by its turn's
-  // end has its last kernels finish among the next holder's, and 3 ms
-  // training jobs read 0.001 and 0.075 (judged host-bound) and GPU-bound
-  // ones 0.52.
+  // the last's, was tried and read worse: 3 ms training jobs 0.001 and
+  // 0.075 (judged host-bound), GPU-bound ones 0.52; likely because a
+  // stretch cut short by its turn's end has its last kernels finish among
+  // the next holder's.
   for (uint32_t i = 1; i < g.started && complete; ++i) {
     if (!g.timed[i]) continue;
     const CUresult done = driver().event_query(g.end[i]);
