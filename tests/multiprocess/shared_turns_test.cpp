@@ -33,10 +33,10 @@ constexpr const char* kBusyLoop = "trainfor 60 2 2000 sync 0";
 // A step that leaves the GPU gaps, as PyTorch steps of 3 ms do: a 2 ms
 // kernel, 2.4 ms on the host (asleep) while it runs and after, then a
 // sync that finds it done. About 0.8 of its turns busy over the fake
-// driver, and it hardly waits: the host, not the GPU, sets its pace. (Two
-// 2 ms kernels, a sync and 0.4 ms on the host read as gappy on a loaded
-// machine, whose late syncs widen the gaps, but wait most of the step: a
-// GPU-bound job, as the rule now reads it.)
+// driver, and it hardly waits: the host, not the GPU, sets its pace. (A
+// step of two 2 ms kernels, a sync and 0.4 ms on the host reads as gappy
+// on a loaded machine, whose late syncs widen the gaps, but waits through
+// most of the step: a GPU-bound job to the rule.)
 constexpr const char* kGapsLoop = "trainfor 60 1 2000 paced 2400";
 // A step that keeps the GPU busy though its sync hardly waits: a 2 ms
 // kernel, 2.2 ms on the host while it runs, then the sync (the kernel done
