@@ -16,7 +16,12 @@
 // kHostBoundLeaveBusy. In a shared turn, its own or another's, a job's
 // waits are the others' too (their kernels and the GPU's switches between
 // contexts lengthen them): a window in which it shared one says only
-// whether it has turned busy, at a higher limit still.
+// whether it has turned busy, at a higher limit still. Or that it may
+// have: a job judged on a GPU share read while it paused (its start, an
+// evaluation, a checkpoint) may keep the GPU busy since, and beside others
+// it is never in a turn of its own to be measured again. Waits past the
+// limit of its own turns in kHostBoundDoubts shared windows in a row end
+// the verdict; it is judged anew in turns of its own, on a new reading.
 // Pure code: the upkeep thread feeds it (runtime/host_bound.h), the unit
 // tests call it.
 #pragma once
@@ -30,6 +35,7 @@ namespace gshare::rules {
 struct HostBoundState {
   bool host_bound = false;
   uint32_t streak = 0;  // judgements in a row under kHostBoundShare
+  uint32_t doubts = 0;  // shared windows in a row with waits past kHostBoundLeaveShare
 };
 
 // One judgement over a window in which the job ran for `run_ns` (the
@@ -38,7 +44,9 @@ struct HostBoundState {
 // waiting for the GPU in `waits` waits; `busy_permille` is its latest GPU
 // share in thousandths, 0 while not measured; `shared`: it ran in a shared
 // turn in the window. Returns false, changing nothing, while the window
-// holds too little running time, or too few waits, to say.
+// holds too little running time, or too few waits, to say. A verdict ended
+// in a shared window was given on a GPU share read before it: the caller
+// forgets that reading.
 inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wait_ns, uint64_t waits,
                              uint32_t busy_permille, bool shared = false) {
   if (run_ns < tunables::kHostBoundJudgeNs) return false;
@@ -48,11 +56,17 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
   // streak.)
   if (waits < tunables::kHostBoundMinWaits && run_ns < tunables::kHostBoundFewWaitsNs) return false;
   if (shared) {
-    const bool busy = waits >= tunables::kHostBoundMinWaits &&
-                      double(wait_ns) / double(run_ns) >= tunables::kHostBoundLeaveShareShared;
-    if (busy || !state->host_bound) *state = {};
+    const double share = double(wait_ns) / double(run_ns);
+    const bool enough_waits = waits >= tunables::kHostBoundMinWaits;
+    if (!state->host_bound || (enough_waits && share >= tunables::kHostBoundLeaveShareShared)) {
+      *state = {};
+      return true;
+    }
+    state->doubts = enough_waits && share >= tunables::kHostBoundLeaveShare ? state->doubts + 1 : 0;
+    if (state->doubts >= tunables::kHostBoundDoubts) *state = {};
     return true;
   }
+  state->doubts = 0;
   // Still too few: a job that hardly ever syncs may keep the GPU full
   // through queued launches.
   if (waits < tunables::kHostBoundMinWaits) {

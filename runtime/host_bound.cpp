@@ -102,6 +102,9 @@ void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
     return;
   const uint32_t wait_permille = uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / std::max<uint64_t>(1, ran)));
   if (!shared) now.own_wait_permille = wait_permille;
+  // Its GPU share was read before it shared (rules/host_bound.h): judged
+  // anew, it waits for a reading from its own turns.
+  if (was && shared && !now.state.host_bound) slot.gpu_busy_permille.store(0, std::memory_order_relaxed);
   w = now;
   slot.gpu_wait_permille.store(wait_permille, std::memory_order_relaxed);
   if (now.state.host_bound != was) slot.host_bound.store(now.state.host_bound ? 1 : 0, std::memory_order_relaxed);

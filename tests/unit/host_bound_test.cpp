@@ -120,6 +120,36 @@ TEST_CASE("a window in a shared turn says only whether the job has turned busy, 
   CHECK(shared(judged({}, kStreak - 1, 5), 1).streak == 0);
 }
 
+TEST_CASE("kHostBoundDoubts shared windows in a row with waits past its own limit end a verdict") {
+  using gshare::tunables::kHostBoundDoubts;
+  const HostBoundState s = judged({}, kStreak, 5);
+  auto shared = [](HostBoundState st, int n, uint64_t wait_ms, uint64_t waits = 20) {
+    for (int i = 0; i < n; ++i) REQUIRE(judge_host_bound(&st, 100 * kMs, wait_ms * kMs, waits, 100, true));
+    return st;
+  };
+  // A busy job judged on a reading taken while it paused: beside a busy
+  // job it waits 0.59 of every window.
+  CHECK(shared(s, int(kHostBoundDoubts) - 1, 59).host_bound);
+  const HostBoundState ended = shared(s, int(kHostBoundDoubts), 59);
+  CHECK_FALSE(ended.host_bound);
+  CHECK(ended.streak == 0);
+  CHECK(ended.doubts == 0);
+  // A host-bound job's waits beside others swing under the limit: one
+  // window under it starts the count again.
+  HostBoundState swinging = shared(s, int(kHostBoundDoubts) - 1, 59);
+  swinging = shared(swinging, 1, 40);
+  CHECK(shared(swinging, int(kHostBoundDoubts) - 1, 59).host_bound);
+  // Too few waits to say is no doubt; a window of its own ends the count.
+  HostBoundState few = s;
+  for (uint32_t i = 0; i < kHostBoundDoubts; ++i)
+    REQUIRE(judge_host_bound(&few, gshare::tunables::kHostBoundFewWaitsNs, 150 * kMs, 9, 100, true));
+  CHECK(few.host_bound);
+  HostBoundState own = shared(s, int(kHostBoundDoubts) - 1, 59);
+  REQUIRE(judge_host_bound(&own, 100 * kMs, 5 * kMs, 20, 100));
+  CHECK(own.doubts == 0);
+  CHECK(shared(own, int(kHostBoundDoubts) - 1, 59).host_bound);
+}
+
 TEST_CASE("a shared turn holds no more jobs than CPUs, their GPU shares within one GPU") {
   using gshare::rules::turn_has_room;
   CHECK(turn_has_room(2, 2, 200));
