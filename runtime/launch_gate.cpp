@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <utility>
+
 #include "allocator/admission.h"
 #include "allocator/allocation_rate.h"
 #include "allocator/classifier.h"
@@ -404,8 +406,13 @@ void scheduler_tick() {
     const bool holds = (slot->gate.load(std::memory_order_relaxed) & shm::kGateOpen) &&
                        !__atomic_load_n(&slot->beside, __ATOMIC_RELAXED);
     const uint32_t gpu_share = measure_gpu_share(*slot, turns_may_be_shared(arbiter));
+    const auto verdicts = [&] {
+      return std::pair(slot->host_bound.load(std::memory_order_relaxed), slot->leaves_gaps.load(std::memory_order_relaxed));
+    };
+    const auto before = verdicts();
     judge_host_bound(device.ordinal, *slot, holds && turn_shared_now(arbiter));
     judge_leaves_gaps(device.ordinal, *slot, gpu_share);
+    if (verdicts() != before && turn_shared_now(arbiter)) scheduler::settle_shared_turn(device.account.arbiter());
   });
 }
 

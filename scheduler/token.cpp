@@ -1708,6 +1708,11 @@ void step_aside(Arbiter& arbiter, bool still_waiting) {
   });
 }
 
+void settle_shared_turn(Arbiter& arbiter) {
+  Region& r = *arbiter.region();
+  arbiter.update([&] { settle_beside_locked(arbiter, token_index(r, arbiter.own_slot()), mono_now_ns()); });
+}
+
 SwitchRecord note_first_launch(Arbiter& arbiter, uint64_t now) {
   Region& r = *arbiter.region();
   Slot& me = r.slots[arbiter.own_slot()];

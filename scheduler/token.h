@@ -147,6 +147,13 @@ void lend_while_idle(shm::Arbiter& arbiter);
 // next wait_for_token.
 void step_aside(shm::Arbiter& arbiter, bool still_waiting = false);
 
+// This job's verdicts on sharing changed (runtime/host_bound.h,
+// runtime/leaves_gaps.h): the shared turn it is in is settled now, each
+// run beside a holder that may no longer have it ended (its own, or the
+// others' beside it). Otherwise only a waiter's decision would: two jobs,
+// one beside the other, would share on while neither waits. Takes the lock.
+void settle_shared_turn(shm::Arbiter& arbiter);
+
 // The slot of the job that the policy would run after the current holder
 // of this job's token (at the end of the holder's slice, or once it goes
 // idle if it would keep the token then), or -1 when nobody holds it or

@@ -634,6 +634,40 @@ TEST_CASE("a job whose launches keep pace with its kernels is not host-bound, th
   CHECK(most_beside == 0);
 }
 
+TEST_CASE("a host-bound job that turns busy beside another is judged again, though its waits stay under the shared limit") {
+  // Two host-bound jobs share their turns. Then one steps a 1.5 ms kernel,
+  // its sync and 0.7 ms on the host: it waits about two thirds of each
+  // window, under the share that says "busy" in a shared window, past the
+  // limit of its own turns, and beside the other it is never measured on
+  // the GPU again. Its doubts end the verdict; measured anew in turns of
+  // its own, it is not host-bound.
+  TestGpu gpu;
+  const Env env = traced_fair(gpu, "on");
+  Client turning(gpu, env), host_bound(gpu, env);
+  for (Client* c : {&turning, &host_bound}) REQUIRE(c->send("init") == "init ok");
+  turning.post(kHostBoundLoop);
+  host_bound.post(kHostBoundLoop);
+  await(gpu, "the two judged host-bound, one beside the other", [&] {
+    const nlohmann::json g = gpu.top_gpu();
+    return count_where(g, "host_bound") == 2 && count_where(g, "beside") == 1;
+  });
+  REQUIRE(words(turning.release(20)).at(1) == "ok");
+  turning.post("trainfor 60 1 1500 sync 700");
+  const nlohmann::json p = await_process(gpu, turning.pid(), "the busy job judged again, not host-bound",
+                                         [](const nlohmann::json& q) { return !q["host_bound"].get<bool>(); });
+  CHECK(p["gpu_wait_share"].get<double>() < gshare::tunables::kHostBoundLeaveShareShared);
+  // Measured anew in a turn of its own: busy, it stays so.
+  const nlohmann::json measured = await_process(gpu, turning.pid(), "its GPU share measured anew", [](const nlohmann::json& q) {
+    return q["gpu_busy_share"].get<double>() * 1000 > gshare::tunables::kHostBoundBusy;
+  });
+  usleep(1'000'000);
+  const nlohmann::json g = gpu.top_gpu();
+  INFO(g.dump());
+  for (Client* c : {&turning, &host_bound}) CHECK(words(c->release(20)).at(1) == "ok");
+  for (const nlohmann::json& q : g["processes"])
+    CHECK(q["host_bound"].get<bool>() == (q["pid"].get<pid_t>() == host_bound.pid()));
+}
+
 TEST_CASE("a shared turn holds no more jobs than the CPUs they run on, its seats taken in fair order") {
   // Four host-bound jobs on two CPUs: two share a turn at a time (each
   // one's host work needs a CPU; natively 32 Python jobs on 16 cores left
