@@ -200,13 +200,14 @@ inline constexpr uint64_t kGpuBusyEveryNs = 1'000'000'000;
 // new one half of it) falls under kGapsBusy, until the mean passes
 // kGapsLeaveBusy. A reading under kGapsLeastBusy is the host-bound rule's
 // to judge: no pair. A reading of kGapsClearBusy or more counts as a full
-// GPU where the job waited for the GPU kGapsMostWait or more of its last
-// window in turns of its own. On an H200, PyTorch training jobs of 3 ms
-// steps read 0.6 to 1.0 in their own turns and waited 0.04 to 0.16 of
-// them; four of them made 0.84 to 1.01 of their native aggregate in turns
-// of one job and 0.99 to 1.01 two to a turn. Jobs of 8.5 ms steps that
-// keep the GPU full read 0.73 to 1.0 and waited 0.34 to 0.79: paired (four
-// of eight, before the limit on waits), they made 1.008 and 1.010 of
+// GPU where the job waited for the GPU kGapsMostWait or more of its turns
+// of its own (a running mean over windows of 20 ms or more). On an H200,
+// PyTorch training jobs of 3 ms steps read 0.53 to 1.0 in their own turns
+// and waited 0.04 to 0.35 of single windows (most under 0.3); four of them
+// made 0.84 to 1.02 of their native aggregate in turns of one job and
+// 0.99 to 1.01 two to a turn. Jobs of 8.5 ms steps that keep the GPU full
+// read 0.73 to 1.0 and waited 0.34 to 0.79 of single windows (most over
+// 0.45): paired (four of eight, before the limit on waits), they made 1.008 and 1.010 of
 // native against 1.024 in turns of their own, the pairs a sixth more
 // steps than the others. 64 small host-bound jobs read 0.4 at most. A job
 // that shares as one of a pair is not measured (others' kernels would
@@ -217,7 +218,7 @@ inline constexpr uint32_t kGapsClearBusy = 500;  // thousandths
 inline constexpr uint32_t kGapsSureBusy = 850;   // thousandths
 inline constexpr uint32_t kGapsBusy = 930;       // thousandths
 inline constexpr uint32_t kGapsLeaveBusy = 970;  // thousandths
-inline constexpr uint32_t kGapsMostWait = 250;   // thousandths
+inline constexpr uint32_t kGapsMostWait = 400;   // thousandths
 inline constexpr uint32_t kGapsMinReadings = 2;
 inline constexpr uint64_t kGapsRecheckNs = 60'000'000'000;
 // A gap on the GPU this long between one timed launch's end and the next's

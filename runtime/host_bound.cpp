@@ -28,7 +28,7 @@ struct Window {
   uint32_t shared_runs = 0;  // Slot::shared_runs then
   bool shared = false;       // in a shared turn then
   rules::HostBoundState state;  // the verdict so far
-  uint32_t own_wait_permille = rules::kNoWaitShare;  // over the last window not shared
+  uint32_t own_wait_permille = rules::kNoWaitShare;  // a running mean over windows not shared
 };
 Window g_windows[allocator::kMaxDevices];
 }  // namespace
@@ -101,7 +101,7 @@ void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
                               slot.gpu_busy_permille.load(std::memory_order_relaxed), shared))
     return;
   const uint32_t wait_permille = uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / std::max<uint64_t>(1, ran)));
-  if (!shared) now.own_wait_permille = wait_permille;
+  if (!shared) now.own_wait_permille = rules::mean_wait_permille(w.own_wait_permille, wait_permille);
   // Its GPU share was read before it shared (rules/host_bound.h): judged
   // anew, it waits for a reading from its own turns.
   if (was && shared && !now.state.host_bound) slot.gpu_busy_permille.store(0, std::memory_order_relaxed);

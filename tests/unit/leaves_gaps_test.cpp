@@ -115,3 +115,18 @@ TEST_CASE("kGapsRecheckNs after its verdict a job is judged anew") {
   note_gpu_share(&z, 0, kShortWaits, false, 5 * kSecond);
   CHECK(z.leaves_gaps);
 }
+
+TEST_CASE("waits in a job's own turns are a running mean, each window an eighth of it") {
+  using gshare::rules::mean_wait_permille;
+  CHECK(mean_wait_permille(kNoWaitShare, 350) == 350);
+  CHECK(mean_wait_permille(200, 200) == 200);
+  // A 3 ms job's windows swing from 0.22 to 0.35: its mean stays under the
+  // limit where one window would not.
+  uint32_t mean = kNoWaitShare;
+  for (int i = 0; i < 40; ++i) mean = mean_wait_permille(mean, i % 2 ? 220 : 350);
+  CHECK(mean < kGapsMostWait);
+  CHECK(mean > 220);
+  // Waits that stay long reach it within a few windows.
+  for (int i = 0; i < 8; ++i) mean = mean_wait_permille(mean, 700);
+  CHECK(mean >= kGapsMostWait);
+}
