@@ -156,13 +156,14 @@ inline constexpr double kHostBoundLeaveShare = 0.5;
 // host-bound jobs twelve to a turn waited 25% to 47% on an H200. Only past
 // this share has such a job turned busy (rules/host_bound.h).
 inline constexpr double kHostBoundLeaveShareShared = 0.9;
-// Shared windows in a row with waits past kHostBoundLeaveShare that end a
-// verdict (rules/host_bound.h): on an H200 a 3 ms training job judged
-// host-bound on a reading taken at its start waited 0.59 of each window
-// beside a busy job, and held the verdict to its end, with two thirds of
-// the others' steps. Host-bound jobs beside others waited 0.25 to 0.54; one
-// that doubts this often is judged again in turns of its own (a second or
-// two).
+// Shared windows with waits past kHostBoundLeaveShare, less those under it,
+// that end a verdict (rules/host_bound.h): on an H200 a 3 ms training job
+// judged host-bound on a reading taken at its start waited 0.59 of its
+// windows beside a busy job, and held the verdict to its end, with two
+// thirds of the others' steps; ended after ten windows in a row, such a
+// verdict held three seconds and more, the windows swinging. Host-bound
+// jobs beside others waited 0.25 to 0.54, mostly under the limit; one that
+// doubts this often is judged again in turns of its own (a second or two).
 inline constexpr uint32_t kHostBoundDoubts = 10;
 inline constexpr uint64_t kHostBoundJudgeNs = 20'000'000;
 inline constexpr uint64_t kHostBoundMinWaits = 10;

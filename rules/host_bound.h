@@ -19,9 +19,11 @@
 // whether it has turned busy, at a higher limit still. Or that it may
 // have: a job judged on a GPU share read while it paused (its start, an
 // evaluation, a checkpoint) may keep the GPU busy since, and beside others
-// it is never in a turn of its own to be measured again. Waits past the
-// limit of its own turns in kHostBoundDoubts shared windows in a row end
-// the verdict; it is judged anew in turns of its own, on a new reading.
+// it is never in a turn of its own to be measured again. Each shared
+// window with waits past the limit of its own turns is a doubt, each under
+// it takes one away (one window swings with where its syncs fall);
+// kHostBoundDoubts end the verdict, and the job is judged anew in turns of
+// its own, on a new reading.
 // Pure code: the upkeep thread feeds it (runtime/host_bound.h), the unit
 // tests call it.
 #pragma once
@@ -35,7 +37,7 @@ namespace gshare::rules {
 struct HostBoundState {
   bool host_bound = false;
   uint32_t streak = 0;  // judgements in a row under kHostBoundShare
-  uint32_t doubts = 0;  // shared windows in a row with waits past kHostBoundLeaveShare
+  uint32_t doubts = 0;  // shared windows past kHostBoundLeaveShare, less those under it
 };
 
 // One judgement over a window in which the job ran for `run_ns` (the
@@ -62,7 +64,10 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
       *state = {};
       return true;
     }
-    state->doubts = enough_waits && share >= tunables::kHostBoundLeaveShare ? state->doubts + 1 : 0;
+    if (enough_waits && share >= tunables::kHostBoundLeaveShare)
+      state->doubts++;
+    else if (state->doubts > 0)
+      state->doubts--;
     if (state->doubts >= tunables::kHostBoundDoubts) *state = {};
     return true;
   }

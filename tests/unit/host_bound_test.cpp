@@ -120,7 +120,7 @@ TEST_CASE("a window in a shared turn says only whether the job has turned busy, 
   CHECK(shared(judged({}, kStreak - 1, 5), 1).streak == 0);
 }
 
-TEST_CASE("kHostBoundDoubts shared windows in a row with waits past its own limit end a verdict") {
+TEST_CASE("kHostBoundDoubts shared windows with waits past its own limit, less those under it, end a verdict") {
   using gshare::tunables::kHostBoundDoubts;
   const HostBoundState s = judged({}, kStreak, 5);
   auto shared = [](HostBoundState st, int n, uint64_t wait_ms, uint64_t waits = 20) {
@@ -134,11 +134,17 @@ TEST_CASE("kHostBoundDoubts shared windows in a row with waits past its own limi
   CHECK_FALSE(ended.host_bound);
   CHECK(ended.streak == 0);
   CHECK(ended.doubts == 0);
-  // A host-bound job's waits beside others swing under the limit: one
-  // window under it starts the count again.
+  // Each window under the limit takes a doubt away: a host-bound job's
+  // waits beside others swing, mostly under it, and keep none.
   HostBoundState swinging = shared(s, int(kHostBoundDoubts) - 1, 59);
-  swinging = shared(swinging, 1, 40);
-  CHECK(shared(swinging, int(kHostBoundDoubts) - 1, 59).host_bound);
+  swinging = shared(swinging, 2, 40);
+  CHECK(swinging.doubts == kHostBoundDoubts - 3);
+  CHECK(shared(swinging, 2, 59).host_bound);
+  CHECK_FALSE(shared(swinging, 3, 59).host_bound);
+  HostBoundState mostly_under = s;
+  for (int i = 0; i < 100; ++i) mostly_under = shared(mostly_under, 1, i % 3 ? 30 : 54);
+  CHECK(mostly_under.host_bound);
+  CHECK(mostly_under.doubts <= 1);
   // Too few waits to say is no doubt; a window of its own ends the count.
   HostBoundState few = s;
   for (uint32_t i = 0; i < kHostBoundDoubts; ++i)
