@@ -52,8 +52,8 @@ TEST_CASE("a job that keeps the GPU full never pairs") {
 
 TEST_CASE("a job that waits for the GPU at its syncs pairs only where its share is far under the limit") {
   // GPU-bound jobs of 8.5 ms steps on an H200 read 0.73 to 1.0 and waited
-  // 0.34 to 0.79 of their own turns.
-  CHECK_FALSE(read({}, {729, 776, 832, 862, 889}, 1, 340).leaves_gaps);
+  // 0.34 to 0.79 of single windows in their own turns, most over 0.45.
+  CHECK_FALSE(read({}, {729, 776, 832, 862, 889}, 1, 450).leaves_gaps);
   CHECK_FALSE(read({}, {kGapsClearBusy, kGapsClearBusy}, 1, kGapsMostWait).leaves_gaps);
   // Its waits not yet known: as if long.
   CHECK_FALSE(read({}, {776, 832}, 1, kNoWaitShare).leaves_gaps);
