@@ -219,11 +219,11 @@ const OptionRow kOptions[] = {
     {{"GSHARE_SLICE_MAX_MS", "ms", "200",
       "how far a slice may run past its quantum while waiting for an iteration boundary"},
      "a number of milliseconds from 0 to 600000", parse_slice_max},
-    {{"GSHARE_SHARED_TURNS", "mode", "on",
-      "on, under fair: jobs of equal weights whose host work leaves the GPU mostly idle between "
-      "their syncs run beside one another in one turn, as they would natively; gaps: besides, "
-      "busy jobs whose kernels still leave the GPU gaps (steps of a few ms) run two to a turn; "
-      "pairs: any busy job two to a turn; off: every turn is one job's"},
+    {{"GSHARE_SHARED_TURNS", "mode", "gaps",
+      "gaps, under fair: jobs of equal weights whose host work leaves the GPU mostly idle between "
+      "their syncs run beside one another in one turn, as they would natively, and busy jobs "
+      "whose kernels still leave the GPU gaps (steps of a few ms) two to a turn; on: host-bound "
+      "jobs only; pairs: any busy job two to a turn; off: every turn is one job's"},
      "1, 0, true, false, yes, no, on, off, gaps or pairs", parse_shared_turns},
     {{"GSHARE_ADMIT_TIMEOUT_S", "seconds", "600",
       "how long an allocation waits (for its turn, the safety condition, its lane's space or "

@@ -66,7 +66,7 @@ struct Options {
   double idle_ms = 100;
   bool strict_handover = false;
   double slice_max_ms = 200;
-  SharedTurns shared_turns = SharedTurns::kHostBound;
+  SharedTurns shared_turns = SharedTurns::kGaps;
   // Memory admission (allocator/admission.h).
   double admit_timeout_s = 600;
   // Paging to host memory (allocator/pager.h).

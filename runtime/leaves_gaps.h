@@ -1,7 +1,7 @@
 // Judges whether this busy job's kernels leave the GPU gaps a second job
 // could fill (rules/leaves_gaps.h) and publishes it in its slot
-// (Slot::leaves_gaps): under GSHARE_SHARED_TURNS=gaps such jobs share turns
-// two at a time (scheduler/token.h).
+// (Slot::leaves_gaps): under GSHARE_SHARED_TURNS=gaps, the default, such
+// jobs share turns two at a time (scheduler/token.h).
 #pragma once
 
 #include <cstdint>

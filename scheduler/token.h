@@ -29,7 +29,7 @@
 //            there note_first_launch records the cost and clears the bit.
 //            A grant to the holder again is no switch; a switch whose job
 //            loses the token before it launches records nothing.
-//   beside   under fair (GSHARE_SHARED_TURNS, on by default), a job whose host work
+//   beside   under fair (GSHARE_SHARED_TURNS, gaps by default), a job whose host work
 //            leaves the GPU mostly idle (host-bound: its waits for the GPU
 //            are a small share of the time it runs, runtime/host_bound.h)
 //            shares the turn of a holder of the same weight

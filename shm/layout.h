@@ -290,7 +290,7 @@ struct alignas(64) Slot {
   std::atomic<uint32_t> shared_runs;
   // Owner, no lock: 1 while the job keeps the GPU busy yet its kernels
   // leave gaps a second job could fill (runtime/leaves_gaps.h): under
-  // GSHARE_SHARED_TURNS=gaps it shares turns two at a time. 0 from a library
+  // GSHARE_SHARED_TURNS=gaps (the default) it shares turns two at a time. 0 from a library
   // that predates it.
   std::atomic<uint32_t> leaves_gaps;
 };

@@ -67,11 +67,11 @@
 //          "host_bound": B,             its waits for the GPU stayed under a tenth of the
 //                                       time it runs and its kernels kept the GPU busy
 //                                       under 0.3 of its own turns: it may share turns
-//                                       (fair, GSHARE_SHARED_TURNS on)
+//                                       (fair, GSHARE_SHARED_TURNS gaps or on)
 //          "leaves_gaps": B,            not host-bound, yet its kernels leave the GPU gaps
 //                                       in its own turns (busy 0.4-0.85 once, or under
 //                                       0.93 as a mean): it shares turns two at a time
-//                                       (GSHARE_SHARED_TURNS=gaps)
+//                                       (GSHARE_SHARED_TURNS=gaps, the default)
 //          "gpu_wait_share": X,         0..1: that share at its latest judgement
 //          "gpu_busy_share": X,         0..1: its kernels' share of a stretch of its own
 //                                       turns, timed on the GPU; 0: not measured (it

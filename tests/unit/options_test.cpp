@@ -149,7 +149,7 @@ TEST_CASE("scheduling options parse from the environment") {
   CHECK(o.shared_turns == gshare::SharedTurns::kOff);
 }
 
-TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, overlap, shared turns") {
+TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, overlap, shared turns where gaps") {
   const char* env[] = {nullptr};
   Options o;
   char error[512];
@@ -162,7 +162,7 @@ TEST_CASE("scheduling defaults: fair, not asked for, 20 ms quanta, weight 1, ove
   CHECK(o.expected_seconds == 0);
   CHECK(o.expected_iters == 0);
   CHECK_FALSE(o.strict_handover);
-  CHECK(o.shared_turns == gshare::SharedTurns::kHostBound);
+  CHECK(o.shared_turns == gshare::SharedTurns::kGaps);
 }
 
 TEST_CASE("GSHARE_SHARED_TURNS takes on, off, gaps and pairs, and nothing else") {
