@@ -35,11 +35,13 @@ Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
 subset of n2 n4 n8 n4short n4long w31 small host, default all), SCHED_FAIR_MODES (a
-subset of native gshare exclusive gaps pairs, default native gshare: gshare
-alone gives no ratios to native; `exclusive` runs the same jobs under gshare
-with GSHARE_SHARED_TURNS=off, every job's turn its own, `gaps` with
-GSHARE_SHARED_TURNS=gaps, busy jobs whose kernels leave the GPU gaps two to a
-turn, and `pairs` with GSHARE_SHARED_TURNS=pairs, any busy job two to a turn, in the same trial, the
+subset of native gshare exclusive hostbound gaps pairs, default native gshare:
+gshare alone gives no ratios to native; `exclusive` runs the same jobs under
+gshare with GSHARE_SHARED_TURNS=off, every job's turn its own, `hostbound`
+with GSHARE_SHARED_TURNS=on, turns shared among host-bound jobs only, `gaps`
+with GSHARE_SHARED_TURNS=gaps (the library's default), busy jobs whose kernels
+leave the GPU gaps two to a turn, and `pairs` with GSHARE_SHARED_TURNS=pairs,
+any busy job two to a turn, in the same trial, the
 modes' order reversed every other trial, and reports their rows beside
 gshare's), SCHED_GSHARE_EXTRA, SCHED_BUDGET_S.
 """
@@ -70,16 +72,18 @@ AGGREGATE_TARGET = 1.0
 SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
 SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
 # How the jobs run: natively, under gshare (its defaults and
-# SCHED_GSHARE_EXTRA), under gshare with every turn a job's own, with busy
-# jobs that leave the GPU gaps two to a turn, and with any busy job two to a
-# turn.
-MODES = ("native", "gshare", "exclusive", "gaps", "pairs")
-UNDER_GSHARE = ("gshare", "exclusive", "gaps", "pairs")
+# SCHED_GSHARE_EXTRA), under gshare with every turn a job's own, with turns
+# shared among host-bound jobs only, with busy jobs that leave the GPU gaps
+# two to a turn, and with any busy job two to a turn.
+MODES = ("native", "gshare", "exclusive", "hostbound", "gaps", "pairs")
+UNDER_GSHARE = ("gshare", "exclusive", "hostbound", "gaps", "pairs")
 MODE_VARS = {"gshare": {"GSHARE_POLICY": "fair"},
              "exclusive": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "off"},
+             "hostbound": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "on"},
              "gaps": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "gaps"},
              "pairs": {"GSHARE_POLICY": "fair", "GSHARE_SHARED_TURNS": "pairs"}}
-LABEL_OF = {"gshare": "", "exclusive": ", exclusive turns", "gaps": ", gappy jobs two to a turn",
+LABEL_OF = {"gshare": "", "exclusive": ", exclusive turns", "hostbound": ", host-bound jobs' turns shared",
+            "gaps": ", gappy jobs two to a turn",
             "pairs": ", two to a turn"}
 
 
@@ -134,7 +138,7 @@ def body(ctx, state):
                        "small_args": common.env_words("SCHED_SMALL_ARGS") or SMALL_ARGS,
                        "host_ms": common.env_float("SCHED_HOST_MS", 30.0),
                        "configs": chosen}
-    # SCHED_FAIR_MODES: a subset of "native gshare exclusive gaps pairs" (gshare alone for a
+    # SCHED_FAIR_MODES: a subset of "native gshare exclusive hostbound gaps pairs" (gshare alone for a
     # quick look at a change; its figures are then not ratios to native).
     only = common.env_words("SCHED_FAIR_MODES") or ["native", "gshare"]
     unknown = [m for m in only if m not in MODES]

@@ -174,18 +174,21 @@ class FairSummary(unittest.TestCase):
 
     def test_exclusive_turns_gaps_and_pairs_beside_gshare(self):
         # One trial of four jobs natively (40 ms a step), under gshare (39),
-        # with every turn a job's own (41), gappy jobs two to a turn (37.5)
-        # and any two to a turn (38): a row each for gshare, exclusive, gaps
-        # and pairs, all against the trial's native run.
+        # with every turn a job's own (41), host-bound jobs' turns shared
+        # (40.5), gappy jobs two to a turn (37.5) and any two to a turn (38):
+        # a row each for gshare, exclusive, hostbound, gaps and pairs, all
+        # against the trial's native run.
         records = []
-        for mode, step in (("native", 0.040), ("gshare", 0.039), ("exclusive", 0.041), ("gaps", 0.0375),
-                           ("pairs", 0.038)):
+        for mode, step in (("native", 0.040), ("gshare", 0.039), ("exclusive", 0.041), ("hostbound", 0.0405),
+                           ("gaps", 0.0375), ("pairs", 0.038)):
             r = record({f"job{i}": train_result(step, 10) for i in range(4)}, config="n4", mode=mode, trial=1)
             r["metrics"] = metrics.train(r)
             records.append(r)
         rows, _ = fair.summarize(records)
         by = {row["mode"]: row for row in rows}
-        self.assertEqual(set(by), {"gshare", "exclusive", "gaps", "pairs"})
+        self.assertEqual(set(by), {"gshare", "exclusive", "hostbound", "gaps", "pairs"})
+        self.assertAlmostEqual(by["hostbound"]["ratio"], 40 / 40.5, places=2)
+        self.assertTrue(by["hostbound"]["label"].endswith("host-bound jobs' turns shared"))
         self.assertAlmostEqual(by["gshare"]["ratio"], 40 / 39, places=2)
         self.assertAlmostEqual(by["exclusive"]["ratio"], 40 / 41, places=2)
         self.assertAlmostEqual(by["gaps"]["ratio"], 40 / 37.5, places=2)
