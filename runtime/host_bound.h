@@ -45,9 +45,9 @@ void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn);
 
 // The share of its running time the job on the GPU of `ordinal` waited for
 // the GPU in turns of its own, a running mean over its judged windows run
-// so (each an eighth of it), in thousandths (the rule on gaps, rules/leaves_gaps.h, needs it: in a shared
-// turn its waits are the others' kernels too); rules::kNoWaitShare before
-// one.
+// so (each an eighth of it), in thousandths (the rule on gaps,
+// rules/leaves_gaps.h, needs it: in a shared turn its waits are the
+// others' kernels too); rules::kNoWaitShare before one.
 uint32_t own_turn_wait_permille(int ordinal);
 
 }  // namespace gshare::runtime

@@ -407,7 +407,8 @@ void scheduler_tick() {
                        !__atomic_load_n(&slot->beside, __ATOMIC_RELAXED);
     const uint32_t gpu_share = measure_gpu_share(*slot, turns_may_be_shared(arbiter));
     const auto verdicts = [&] {
-      return std::pair(slot->host_bound.load(std::memory_order_relaxed), slot->leaves_gaps.load(std::memory_order_relaxed));
+      return std::pair(slot->host_bound.load(std::memory_order_relaxed),
+                       slot->leaves_gaps.load(std::memory_order_relaxed));
     };
     const auto before = verdicts();
     judge_host_bound(device.ordinal, *slot, holds && turn_shared_now(arbiter));

@@ -634,7 +634,7 @@ TEST_CASE("a job whose launches keep pace with its kernels is not host-bound, th
   CHECK(most_beside == 0);
 }
 
-TEST_CASE("a host-bound job that turns busy beside another is judged again, though its waits stay under the shared limit") {
+TEST_CASE("a host-bound job that turns busy beside another is judged again, its waits under the shared limit") {
   // Two host-bound jobs share their turns. Then one steps a 1.5 ms kernel,
   // its sync and 0.7 ms on the host: it waits about two thirds of each
   // window, under the share that says "busy" in a shared window, past the
@@ -657,7 +657,7 @@ TEST_CASE("a host-bound job that turns busy beside another is judged again, thou
                                          [](const nlohmann::json& q) { return !q["host_bound"].get<bool>(); });
   CHECK(p["gpu_wait_share"].get<double>() < gshare::tunables::kHostBoundLeaveShareShared);
   // Measured anew in a turn of its own: busy, it stays so.
-  const nlohmann::json measured = await_process(gpu, turning.pid(), "its GPU share measured anew", [](const nlohmann::json& q) {
+  await_process(gpu, turning.pid(), "its GPU share measured anew", [](const nlohmann::json& q) {
     return q["gpu_busy_share"].get<double>() * 1000 > gshare::tunables::kHostBoundBusy;
   });
   usleep(1'000'000);
