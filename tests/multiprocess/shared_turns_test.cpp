@@ -723,7 +723,7 @@ TEST_CASE("a job alone, under a policy or handover that shares no turn, or with 
     }
     return most;
   };
-  SECTION("alone under fair, then with another job (shared turns on by default)") {
+  SECTION("alone under fair, then with another job (shared turns by default)") {
     // (An empty value unsets it: the library's own default.)
     const Env env{{"GSHARE_POLICY", "fair"}, {"GSHARE_QUANTUM_MS", "20"}, {"GSHARE_SHARED_TURNS", ""}};
     Client a(gpu, env);
