@@ -3,9 +3,9 @@ window) started together, natively (concurrently, no gshare) and under
 GSHARE_POLICY=fair, in the same run.
 
 Experiments per trial (native and gshare back to back, their order flipping
-every trial): 2, 4 and 8 jobs, 4 jobs of steps of about 2 ms and about
-50 ms (the same MLP at a quarter and at six times its batch), 2 jobs with
-GSHARE_WEIGHT 3 and 1 (its
+every trial): 2, 4 and 8 jobs; 2, 4 and 8 jobs of steps of about 3 ms
+and 4 of about 50 ms (the same MLP at a quarter and at six times its
+batch); 2 jobs with GSHARE_WEIGHT 3 and 1 (its
 native reference is the native 2-job run of the same trial), and many small
 jobs (SCHED_SMALL_JOBS, default 64, each `SCHED_SMALL_ARGS`: a narrow MLP
 of a few milliseconds a step). Trial 1 also runs one job alone, natively,
@@ -34,7 +34,8 @@ known only to about one turn in the turns it got there (30 s: about 70).
 Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
-subset of n2 n4 n8 n4short n4long w31 small host, default all), SCHED_FAIR_MODES (a
+subset of n2 n4 n8 n2short n4short n8short n4long w31 small host,
+default all), SCHED_FAIR_MODES (a
 subset of native gshare exclusive hostbound gaps pairs, default native gshare:
 gshare alone gives no ratios to native; `exclusive` runs the same jobs under
 gshare with GSHARE_SHARED_TURNS=off, every job's turn its own, `hostbound`
@@ -57,15 +58,17 @@ CONFIGS = {
     "n2": {"weights": [1, 1], "label": "2 identical jobs"},
     "n4": {"weights": [1, 1, 1, 1], "label": "4 identical jobs"},
     "n8": {"weights": [1] * 8, "label": "8 identical jobs"},
-    # Steps of about 2 ms and about 50 ms: the default MLP (8.5 ms a step
+    # Steps of about 3 ms and about 50 ms: the default MLP (8.5 ms a step
     # on an H200, GPU-bound) at a quarter and at six times its batch.
+    "n2short": {"weights": [1] * 2, "label": "2 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
     "n4short": {"weights": [1] * 4, "label": "4 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
+    "n8short": {"weights": [1] * 8, "label": "8 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
     "n4long": {"weights": [1] * 4, "label": "4 jobs of long steps (batch 49152)", "args": ["--batch", "49152"]},
     "w31": {"weights": [3, 1], "label": "2 jobs, GSHARE_WEIGHT 3:1", "native": "n2"},
     "small": {"weights": None, "label": "small jobs", "small": True},
     "host": {"weights": [1, 1, 1], "label": "2 jobs beside one working on the host", "host": True},
 }
-COMPARED = ("n2", "n4", "n8", "n4short", "n4long", "w31", "small", "host")
+COMPARED = ("n2", "n4", "n8", "n2short", "n4short", "n8short", "n4long", "w31", "small", "host")
 HOST_TARGET = 0.9  # the host-bound job's rate under gshare over its native rate
 JAIN_TARGET = 0.99
 AGGREGATE_TARGET = 1.0
