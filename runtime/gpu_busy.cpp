@@ -37,6 +37,7 @@ struct Sampler {
   uint32_t started = 0, ended = 0;
   bool closing = false;  // no new pair; done once the started ones end
   uint64_t armed_ns = 0, first_ns = 0, last_ns = 0;
+  uint64_t collected_first_ns = 0;  // first_ns of the stretch collected last
 };
 Sampler g;
 
@@ -183,11 +184,17 @@ bool collect_gpu_busy(uint32_t* permille) {
   driver().ctx_pop_current(&popped);
   if (!complete) return false;  // kernels still queued: at a later tick
   g.stage = Stage::kIdle;
+  g.collected_first_ns = g.first_ns;
   const uint64_t wall = std::max<uint64_t>(1, g.begun_ns[g.started - 1] - g.begun_ns[0]);
   *permille = uint32_t(std::clamp<uint64_t>(busy_ns * 1000 / wall, 1, 1000));
   GSHARE_DEBUG("GPU busy %.3f of its own turn (%.3f with the host's part): %u launches timed over %.2f ms",
                *permille / 1000.0, std::min(1.0, double(raw_ns) / double(wall)), g.started, double(wall) / 1e6);
   return true;
+}
+
+uint64_t collected_gpu_busy_began_ns() {
+  Locked locked;
+  return g.collected_first_ns;
 }
 
 bool gpu_busy_armed() { return g.armed.load(std::memory_order_relaxed); }
@@ -242,7 +249,7 @@ void forget_gpu_busy_after_fork() {
   forget_events_locked();
   g.started = g.ended = 0;
   g.closing = false;
-  g.armed_ns = g.first_ns = g.last_ns = 0;
+  g.armed_ns = g.first_ns = g.last_ns = g.collected_first_ns = 0;
 }
 
 }  // namespace gshare::runtime

@@ -33,6 +33,11 @@ void arm_gpu_busy_sample(uint64_t now_ns);
 // once its events have all completed. False while there is none.
 bool collect_gpu_busy(uint32_t* permille);
 
+// Upkeep thread: the host clock at the first launch of the stretch that
+// collect_gpu_busy read last (0: none yet). A reading tells of the work
+// done from then on, however much later it is read.
+uint64_t collected_gpu_busy_began_ns();
+
 // Launch slow path: whether a stretch is armed (a relaxed load).
 bool gpu_busy_armed();
 

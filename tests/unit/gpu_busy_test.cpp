@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/clock.h"
 #include "base/driver_api.h"
 #include "scheduler/launch_detours.h"
 
@@ -85,6 +86,7 @@ TEST_CASE("an armed stretch times each launch of the job's own turn, then stops 
   CHECK(runtime::gpu_busy_armed());
   CHECK(detours() == base + 1);
   const int recorded = g_recorded;
+  const uint64_t before_launches = gshare::mono_now_ns();
   int timed = 0;
   while (launch(true)) ++timed;
   // Full at 256 launches; two events around each.
@@ -97,6 +99,9 @@ TEST_CASE("an armed stretch times each launch of the job's own turn, then stops 
   uint32_t permille = 0;
   REQUIRE(runtime::collect_gpu_busy(&permille));
   CHECK(permille == 1000);
+  // It tells of the work from the stretch's first launch on.
+  CHECK(runtime::collected_gpu_busy_began_ns() >= before_launches);
+  CHECK(runtime::collected_gpu_busy_began_ns() <= gshare::mono_now_ns());
   CHECK_FALSE(runtime::collect_gpu_busy(&permille));  // collected once
   // The next stretch comes a second after this one was armed, not before.
   runtime::arm_gpu_busy_sample(10 * kSecond + kSecond / 2);
