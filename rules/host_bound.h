@@ -16,14 +16,20 @@
 // kHostBoundLeaveBusy. In a shared turn, its own or another's, a job's
 // waits are the others' too (their kernels and the GPU's switches between
 // contexts lengthen them): a window in which it shared one says only
-// whether it has turned busy, at a higher limit still. Or that it may
-// have: a job judged on a GPU share read while it paused (its start, an
-// evaluation, a checkpoint) may keep the GPU busy since, and beside others
-// it is never in a turn of its own to be measured again. Each shared
-// window with waits past the limit of its own turns is a doubt, each under
-// it takes one away (one window swings with where its syncs fall);
-// kHostBoundDoubts end the verdict, and the job is judged anew in turns of
-// its own, on a new reading.
+// whether it has turned busy, at a higher limit still, or a new reading
+// of its GPU share past kHostBoundLeaveBusy does. A verdict rests on a GPU
+// share read within the streak of windows that gives it: a reading taken
+// before (at its start, in its first steps' lazy set-up, while it paused)
+// says nothing of the work it does now. (On an H200, jobs of 3 ms steps
+// that read 0.001 to 0.117 in their first steps were judged host-bound on
+// it once their steps began, their waits low, and beside others were
+// never measured again: two of eight made half the others' steps.) And a
+// job judged so may turn busy later (an evaluation ends) where beside
+// others it is never in a turn of its own to be measured again. Each
+// shared window with waits past the limit of its own turns is a doubt,
+// each under it takes one away (one window swings with where its syncs
+// fall); kHostBoundDoubts end the verdict, and the job is judged anew in
+// turns of its own, on a new reading.
 // Pure code: the upkeep thread feeds it (runtime/host_bound.h), the unit
 // tests call it.
 #pragma once
@@ -38,19 +44,23 @@ struct HostBoundState {
   bool host_bound = false;
   uint32_t streak = 0;  // judgements in a row under kHostBoundShare
   uint32_t doubts = 0;  // shared windows past kHostBoundLeaveShare, less those under it
+  // Its GPU share read within the streak, or since the verdict (the
+  // latest), in thousandths; 0: none yet.
+  uint32_t busy_permille = 0;
 };
 
 // One judgement over a window in which the job ran for `run_ns` (the
 // window's length less its waits for the token: its token time, and its
 // host work after its token was lent or its turn ended), `wait_ns` of it
-// waiting for the GPU in `waits` waits; `busy_permille` is its latest GPU
-// share in thousandths, 0 while not measured; `shared`: it ran in a shared
-// turn in the window. Returns false, changing nothing, while the window
-// holds too little running time, or too few waits, to say. A verdict ended
-// in a shared window was given on a GPU share read before it: the caller
-// forgets that reading.
+// waiting for the GPU in `waits` waits; `read_permille` is its GPU share
+// read in the window, in thousandths, 0 if none was; `shared`: it ran in a
+// shared turn in the window. Returns false, changing nothing, while the
+// window holds too little running time, or too few waits, to say (the
+// caller keeps the window's reading for the judgement that comes). A
+// verdict ended in a shared window was given on a GPU share read before
+// it: the caller forgets that reading.
 inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wait_ns, uint64_t waits,
-                             uint32_t busy_permille, bool shared = false) {
+                             uint32_t read_permille, bool shared = false) {
   if (run_ns < tunables::kHostBoundJudgeNs) return false;
   // Too few waits yet to know where its work goes: the window goes on, up
   // to kHostBoundFewWaitsNs of running time. (A job of 2 ms steps waits
@@ -60,10 +70,13 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
   if (shared) {
     const double share = double(wait_ns) / double(run_ns);
     const bool enough_waits = waits >= tunables::kHostBoundMinWaits;
-    if (!state->host_bound || (enough_waits && share >= tunables::kHostBoundLeaveShareShared)) {
+    // A reading comes only from a turn of its own, never from a shared one.
+    const bool turned_busy = read_permille > tunables::kHostBoundLeaveBusy;
+    if (!state->host_bound || turned_busy || (enough_waits && share >= tunables::kHostBoundLeaveShareShared)) {
       *state = {};
       return true;
     }
+    if (read_permille != 0) state->busy_permille = read_permille;
     if (enough_waits && share >= tunables::kHostBoundLeaveShare)
       state->doubts++;
     else if (state->doubts > 0)
@@ -78,14 +91,19 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
     *state = {};
     return true;
   }
+  if (read_permille != 0) state->busy_permille = read_permille;
   const double share = double(wait_ns) / double(run_ns);
   if (state->host_bound) {
-    state->host_bound = share < tunables::kHostBoundLeaveShare && busy_permille <= tunables::kHostBoundLeaveBusy;
-    if (!state->host_bound) state->streak = 0;
+    if (share < tunables::kHostBoundLeaveShare && state->busy_permille <= tunables::kHostBoundLeaveBusy) return true;
+    *state = {};
     return true;
   }
   state->streak = share < tunables::kHostBoundShare ? state->streak + 1 : 0;
-  // Not measured on the GPU yet: not host-bound, whatever its waits say.
+  // A reading taken before the streak began is of other work.
+  if (state->streak == 0) state->busy_permille = 0;
+  const uint32_t busy_permille = state->busy_permille;
+  // Not measured on the GPU in the streak: not host-bound, whatever its
+  // waits say.
   const bool idle_gpu = busy_permille != 0 && busy_permille < tunables::kHostBoundBusy;
   // The streak guards against waits that swing from one window to the
   // next (a busy job's); with both measures far under their limits one

@@ -29,6 +29,10 @@ struct Window {
   bool shared = false;       // in a shared turn then
   rules::HostBoundState state;  // the verdict so far
   uint32_t own_wait_permille = rules::kNoWaitShare;  // a running mean over windows not shared
+  uint32_t read_permille = 0;  // the GPU share read in the window so far; 0: none
+  // Where the current streak's first window began (rules/host_bound.h):
+  // a reading of work begun before it is of other work, never judged on.
+  uint64_t streak_from_ns = 0;
 };
 Window g_windows[allocator::kMaxDevices];
 }  // namespace
@@ -65,10 +69,11 @@ uint32_t measure_gpu_share(shm::Slot& slot, bool may_share) {
   return read ? permille : 0;
 }
 
-void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
+void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn, uint32_t read_permille) {
   const bool was = slot.host_bound.load(std::memory_order_relaxed) != 0;
   if (ordinal < 0 || ordinal >= allocator::kMaxDevices) return;
   Window& w = g_windows[ordinal];
+  if (read_permille != 0 && collected_gpu_busy_began_ns() >= w.streak_from_ns) w.read_permille = read_permille;
   const uint64_t at = mono_now_ns();
   Window now{&slot,
              at,
@@ -78,10 +83,13 @@ void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
              slot.shared_runs.load(std::memory_order_relaxed),
              __atomic_load_n(&slot.beside, __ATOMIC_RELAXED) != 0 || holds_shared_turn,
              w.state,
-             w.own_wait_permille};
+             w.own_wait_permille,
+             0,
+             w.streak_from_ns};
   if (w.slot != &slot) {
     now.state = {};
     now.own_wait_permille = rules::kNoWaitShare;
+    now.streak_from_ns = at;
     w = now;
     return;
   }
@@ -97,14 +105,15 @@ void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn) {
   const uint64_t token_waits = now.token_wait_ns > w.token_wait_ns ? now.token_wait_ns - w.token_wait_ns : 0;
   const uint64_t ran = elapsed > token_waits ? elapsed - token_waits : 0;
   const uint64_t gpu_waits = now.wait_ns - w.wait_ns;
-  if (!rules::judge_host_bound(&now.state, ran, gpu_waits, now.waits - w.waits,
-                              slot.gpu_busy_permille.load(std::memory_order_relaxed), shared))
-    return;
+  if (!rules::judge_host_bound(&now.state, ran, gpu_waits, now.waits - w.waits, w.read_permille, shared)) return;
   const uint32_t wait_permille = uint32_t(std::min<uint64_t>(1000, gpu_waits * 1000 / std::max<uint64_t>(1, ran)));
   if (!shared) now.own_wait_permille = rules::mean_wait_permille(w.own_wait_permille, wait_permille);
-  // Its GPU share was read before it shared (rules/host_bound.h): judged
-  // anew, it waits for a reading from its own turns.
-  if (was && shared && !now.state.host_bound) slot.gpu_busy_permille.store(0, std::memory_order_relaxed);
+  if (now.state.streak == 0 && !now.state.host_bound) now.streak_from_ns = at;
+  // Its GPU share was read before it shared (rules/host_bound.h), unless
+  // a new reading ended the verdict: judged anew, it waits for a reading
+  // from its own turns.
+  if (was && shared && !now.state.host_bound && w.read_permille == 0)
+    slot.gpu_busy_permille.store(0, std::memory_order_relaxed);
   w = now;
   slot.gpu_wait_permille.store(wait_permille, std::memory_order_relaxed);
   if (now.state.host_bound != was) slot.host_bound.store(now.state.host_bound ? 1 : 0, std::memory_order_relaxed);

@@ -37,11 +37,13 @@ uint32_t measure_gpu_share(shm::Slot& slot, bool may_share);
 
 // Upkeep thread: judges the job on the GPU of `ordinal` (its slot there is
 // `slot`) over its waits for the GPU and the time it ran (not waiting for
-// the token) since its last judgement, and its GPU share (above), and
-// publishes the verdict. A window in which it ran in a shared turn, beside
-// the holder or holding one with others beside (`holds_shared_turn`: now),
-// judges it only at a higher limit (rules/host_bound.h).
-void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn);
+// the token) since its last judgement, and the GPU shares read since
+// (`read_permille`: this tick's reading from measure_gpu_share, 0 if
+// none), and publishes the verdict. A window in which it ran in a shared
+// turn, beside the holder or holding one with others beside
+// (`holds_shared_turn`: now), judges it only at a higher limit
+// (rules/host_bound.h).
+void judge_host_bound(int ordinal, shm::Slot& slot, bool holds_shared_turn, uint32_t read_permille);
 
 // The share of its running time the job on the GPU of `ordinal` waited for
 // the GPU in turns of its own, a running mean over its judged windows run

@@ -411,7 +411,7 @@ void scheduler_tick() {
                        slot->leaves_gaps.load(std::memory_order_relaxed));
     };
     const auto before = verdicts();
-    judge_host_bound(device.ordinal, *slot, holds && turn_shared_now(arbiter));
+    judge_host_bound(device.ordinal, *slot, holds && turn_shared_now(arbiter), gpu_share);
     judge_leaves_gaps(device.ordinal, *slot, gpu_share);
     if (verdicts() != before && turn_shared_now(arbiter)) scheduler::settle_shared_turn(device.account.arbiter());
   });

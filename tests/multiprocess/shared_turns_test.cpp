@@ -668,6 +668,51 @@ TEST_CASE("a host-bound job that turns busy beside another is judged again, its 
     CHECK(q["host_bound"].get<bool>() == (q["pid"].get<pid_t>() == host_bound.pid()));
 }
 
+TEST_CASE("a job read idle on the GPU before its busy steps began is not judged host-bound on that reading") {
+  // First steps that leave the GPU mostly idle but wait too much to be
+  // host-bound (a 0.4 ms kernel, its sync, 1.5 ms on the host: lazy
+  // set-up, a framework's first steps), read so in turns of its own; then
+  // busy steps whose syncs hardly wait. Judged on the old reading, it was
+  // host-bound within a few windows, and beside the host-bound job it was
+  // never measured again; where it ran a turn of its own first, a new
+  // reading ended the verdict within a second. Three times over.
+  TestGpu gpu;
+  const Env env = traced_fair(gpu, "on");
+  Client starting(gpu, env), host_bound(gpu, env);
+  for (Client* c : {&starting, &host_bound}) REQUIRE(c->send("init") == "init ok");
+  host_bound.post(kHostBoundLoop);
+  int host_bound_seen = 0, looks = 0;
+  nlohmann::json g;
+  for (int round = 0; round < 3; ++round) {
+    starting.post("trainfor 60 1 400 sync 1500");
+    const nlohmann::json first = await_process(gpu, starting.pid(), "the starting job read idle on the GPU",
+                                               [](const nlohmann::json& q) {
+                                                 const double busy = q["gpu_busy_share"].get<double>();
+                                                 return busy > 0 && busy * 1000 < gshare::tunables::kHostBoundBusy;
+                                               });
+    CHECK_FALSE(first["host_bound"].get<bool>());
+    REQUIRE(words(starting.release(20)).at(1) == "ok");
+    starting.post(kPacedLoop);
+    // Two seconds of its busy steps: two readings at most, one a second.
+    const uint64_t until = monotonic_ns() + 2000 * kMs;
+    while (monotonic_ns() < until) {
+      host_bound_seen += gpu.top_process(starting.pid())["host_bound"].get<bool>();
+      ++looks;
+      usleep(20'000);
+    }
+    g = gpu.top_gpu();
+    REQUIRE(words(starting.release(20)).at(1) == "ok");
+  }
+  INFO(g.dump());
+  INFO("host-bound in " << host_bound_seen << " of " << looks << " looks");
+  CHECK(words(host_bound.release(20)).at(1) == "ok");
+  CHECK(host_bound_seen == 0);
+  // Measured in its busy steps, it reads busy.
+  for (const nlohmann::json& q : g["processes"])
+    if (q["pid"].get<pid_t>() == starting.pid())
+      CHECK(q["gpu_busy_share"].get<double>() * 1000 > gshare::tunables::kHostBoundBusy);
+}
+
 TEST_CASE("a shared turn holds no more jobs than the CPUs they run on, its seats taken in fair order") {
   // Four host-bound jobs on two CPUs: two share a turn at a time (each
   // one's host work needs a CPU; natively 32 Python jobs on 16 cores left

@@ -94,6 +94,47 @@ TEST_CASE("a job not yet measured on the GPU is not host-bound; once measured id
   CHECK(judged(unmeasured, 1, 5, 20, 100).host_bound);  // its streak of waits stands
 }
 
+TEST_CASE("a verdict rests on a GPU share read within the streak that gives it") {
+  // Read idle in its first steps (lazy set-up), then busy steps whose
+  // syncs hardly wait (a 3 ms training step): no new reading yet, it is
+  // not host-bound on the old one.
+  HostBoundState s = judged({}, 1, 30, 20, 100);  // waits of 30%: no streak
+  CHECK(s.streak == 0);
+  CHECK(s.busy_permille == 0);
+  s = judged(s, 10, 1, 20, 0);
+  CHECK_FALSE(s.host_bound);
+  CHECK(s.streak == 10);
+  // A reading within the streak: one window says it.
+  CHECK(judged(s, 1, 1, 20, 100).host_bound);
+  CHECK_FALSE(judged(s, 1, 1, 20, 700).host_bound);
+  // A reading in the window that breaks a streak is of the work before.
+  HostBoundState broken = judged({}, 2, 5, 20, 0);
+  broken = judged(broken, 1, 30, 20, 100);
+  CHECK_FALSE(judged(broken, 10, 1, 20, 0).host_bound);
+  // One in the streak counts however long ago it came.
+  HostBoundState early = judged({}, 1, 5, 20, 100);
+  CHECK(judged(early, kStreak - 1, 5, 20, 0).host_bound);
+  // A pause with too few waits to say ends the streak, and its reading.
+  HostBoundState paused = judged({}, kStreak - 1, 5, 20, 100);
+  REQUIRE(judge_host_bound(&paused, gshare::tunables::kHostBoundFewWaitsNs, 0, 0, 0));
+  CHECK_FALSE(judged(paused, 10, 1, 20, 0).host_bound);
+}
+
+TEST_CASE("a new reading past the higher limit ends a verdict in a shared window too") {
+  const HostBoundState s = judged({}, kStreak, 5);
+  auto shared = [](HostBoundState st, uint32_t read) {
+    REQUIRE(judge_host_bound(&st, 100 * kMs, 30 * kMs, 20, read, true));
+    return st;
+  };
+  CHECK(shared(s, 0).host_bound);
+  CHECK(shared(s, gshare::tunables::kHostBoundLeaveBusy).host_bound);
+  CHECK_FALSE(shared(s, gshare::tunables::kHostBoundLeaveBusy + 1).host_bound);
+  // A low one is kept: an own window later judges on it.
+  CHECK(shared(s, 250).busy_permille == 250);
+  HostBoundState later = shared(s, 650);
+  CHECK(later.busy_permille == 0);
+}
+
 TEST_CASE("a host-bound job stays so until its GPU share passes the higher limit") {
   const HostBoundState s = judged({}, kStreak, 5);
   CHECK(judged(s, 1, 5, 20, 600).host_bound);
