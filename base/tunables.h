@@ -158,7 +158,7 @@ inline constexpr double kHostBoundLeaveShare = 0.5;
 inline constexpr double kHostBoundLeaveShareShared = 0.9;
 // Shared windows with waits past kHostBoundLeaveShare, less those under it,
 // that end a verdict (rules/host_bound.h): on an H200 a 3 ms training job
-// judged host-bound on a reading taken at its start waited 0.59 of its
+// judged host-bound on a reading of its first steps waited 0.59 of its
 // windows beside a busy job, and held the verdict to its end, with two
 // thirds of the others' steps; ended after ten windows in a row, such a
 // verdict held three seconds and more, the windows swinging. Host-bound
@@ -172,8 +172,9 @@ inline constexpr uint64_t kHostBoundMinWaits = 10;
 inline constexpr uint64_t kHostBoundFewWaitsNs = 200'000'000;
 // The GPU-time measure behind it (runtime/gpu_busy.h): a job's kernels'
 // share of a stretch of its launches in its own turn, timed by events
-// around each launch. Host-bound needs a share under kHostBoundBusy, and
-// a share over kHostBoundLeaveBusy ends it. A stretch lasts
+// around each launch. Host-bound needs a share under kHostBoundBusy, read
+// within its streak, and a share over kHostBoundLeaveBusy ends it. A
+// stretch lasts
 // kGpuBusyStretchNs and kGpuBusyMinPairs launches, or kGpuBusyPairs
 // launches: several steps of a job whose steps are host time. One cut
 // short by the job's turn counts with kGpuBusyMinPairs. One starts every
