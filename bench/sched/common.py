@@ -369,28 +369,37 @@ class Context:
         return Experiment(self, name, mode, gshare_vars)
 
     def run_barrier(self, name, mode, jobs, window_s, gshare_vars=None, loader=None,
-                    ready_timeout=90.0, exit_grace=60.0):
+                    ready_timeout=90.0, exit_grace=60.0, late=None):
         """Starts `jobs` (list of (job name, argv, per-job GSHARE_* dict)),
         waits until all are ready, starts them together at T0 and waits for
         them to finish. Each argv gets --name, --out, --ready-file and
-        --start-file appended. Returns the experiment's record; its "jobs"
-        maps job name to what `loader` read from the job's --out file
-        (JSON by default; None for a job that failed)."""
-        self.log(f"{name}: starting {len(jobs)} job(s) ({mode})")
+        --start-file appended. `late` maps some jobs to seconds after T0:
+        those start only then (their process too, so their set-up and first
+        steps run beside the others' steps) and step as soon as warmed up.
+        Returns the experiment's record; its "jobs" maps job name to what
+        `loader` read from the job's --out file (JSON by default; None for
+        a job that failed)."""
+        late = late or {}
+        self.log(f"{name}: starting {len(jobs)} job(s) ({mode})"
+                 + (f", {len(late)} of them late" if late else ""))
         with self.experiment(name, mode, gshare_vars) as exp:
+            def argv_of(job, argv):
+                return argv + ["--name", job, "--out", str(exp.out_file(job)),
+                               "--ready-file", str(exp.ready_file(job)), "--start-file", str(exp.start_file)]
             for job, argv, job_vars in jobs:
-                exp.spawn(job, argv + ["--name", job, "--out", str(exp.out_file(job)),
-                                       "--ready-file", str(exp.ready_file(job)),
-                                       "--start-file", str(exp.start_file)], job_vars)
-            if exp.wait_ready([job for job, _, _ in jobs], ready_timeout):
+                if job not in late:
+                    exp.spawn(job, argv_of(job, argv), job_vars)
+            if exp.wait_ready([job for job, _, _ in jobs if job not in late], ready_timeout):
                 t0 = exp.start()
                 self.log(f"{name}: all ready after {exp.wall():.1f} s; "
                          f"running {window_s:g} s from T0")
+                spawns = [(t0 + late[job], job, argv_of(job, argv), job_vars)
+                          for job, argv, job_vars in jobs if job in late]
                 # gshare's view at the barrier, early in the window (who got
                 # a first turn), and mid-window.
                 exp.wait_exit(t0 + window_s + exit_grace,
                               snapshots={"barrier": t0 - 0.2, "early": t0 + min(3.0, window_s / 4),
-                                         "mid": t0 + window_s / 2})
+                                         "mid": t0 + window_s / 2}, spawns=spawns)
                 exp.check_region()
             record = exp.record(loader)
         if record["ok"]:
@@ -575,13 +584,18 @@ class Experiment:
         os.replace(temporary, self.start_file)
         return self.t0
 
-    def wait_exit(self, deadline, snapshots=None):
+    def wait_exit(self, deadline, snapshots=None, spawns=None):
         """Waits for every job to exit, taking gshare-top snapshots at
-        `snapshots` (label: monotonic time) on the way."""
+        `snapshots` (label: monotonic time) and starting the jobs of
+        `spawns` ((monotonic time, job, argv, job_vars) each) on the way."""
         deadline = self.ctx.bounded(deadline)
+        pending = sorted(spawns or [], key=lambda spawn: spawn[0])
         while True:
+            while pending and time.monotonic() >= pending[0][0]:
+                _, job, argv, job_vars = pending.pop(0)
+                self.spawn(job, argv, job_vars)
             running = [job for job, p in self.procs.items() if p.poll() is None]
-            if not running:
+            if not running and not pending:
                 break
             bad = self.exited_badly(self.procs)
             if bad and not any(e.startswith(bad[0] + " ") for e in self.errors):

@@ -5,7 +5,9 @@ GSHARE_POLICY=fair, in the same run.
 Experiments per trial (native and gshare back to back, their order flipping
 every trial): 2, 4 and 8 jobs; 2, 4 and 8 jobs of steps of about 3 ms
 and 4 of about 50 ms (the same MLP at a quarter and at six times its
-batch); 2 jobs with GSHARE_WEIGHT 3 and 1 (its
+batch); 4 of 3 ms steps joining 2 s apart (`n4join`: each process started
+then, its set-up and first steps beside the others' steps; measured from
+the last one's first step); 2 jobs with GSHARE_WEIGHT 3 and 1 (its
 native reference is the native 2-job run of the same trial), and many small
 jobs (SCHED_SMALL_JOBS, default 64, each `SCHED_SMALL_ARGS`: a narrow MLP
 of a few milliseconds a step). Trial 1 also runs one job alone, natively,
@@ -34,8 +36,8 @@ known only to about one turn in the turns it got there (30 s: about 70).
 Environment (see common.py): SCHED_WINDOW_S (default 15), SCHED_TRIALS
 (default 5), SCHED_TRAIN_ARGS, SCHED_SMALL_JOBS, SCHED_SMALL_ARGS (default
 `--width 256 --depth 4 --batch 512`), SCHED_HOST_MS, SCHED_FAIR_CONFIGS (a
-subset of n2 n4 n8 n2short n4short n8short n4long w31 small host,
-default all), SCHED_FAIR_MODES (a
+subset of n2 n4 n8 n2short n4short n8short n4join n4long w31 small
+host, default all), SCHED_FAIR_MODES (a
 subset of native gshare exclusive hostbound gaps pairs, default native gshare:
 gshare alone gives no ratios to native; `exclusive` runs the same jobs under
 gshare with GSHARE_SHARED_TURNS=off, every job's turn its own, `hostbound`
@@ -63,17 +65,27 @@ CONFIGS = {
     "n2short": {"weights": [1] * 2, "label": "2 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
     "n4short": {"weights": [1] * 4, "label": "4 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
     "n8short": {"weights": [1] * 8, "label": "8 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
+    # The same four joining one after another, each process started
+    # JOIN_EVERY_S after the last: their set-up and first steps run beside
+    # the others' steps (start order, not a barrier). Measured from the
+    # last one's first step.
+    "n4join": {"weights": [1] * 4, "label": "4 jobs of short steps joining 2 s apart", "args": ["--batch", "2048"],
+               "join_every_s": 2.0},
     "n4long": {"weights": [1] * 4, "label": "4 jobs of long steps (batch 49152)", "args": ["--batch", "49152"]},
     "w31": {"weights": [3, 1], "label": "2 jobs, GSHARE_WEIGHT 3:1", "native": "n2"},
     "small": {"weights": None, "label": "small jobs", "small": True},
     "host": {"weights": [1, 1, 1], "label": "2 jobs beside one working on the host", "host": True},
 }
-COMPARED = ("n2", "n4", "n8", "n2short", "n4short", "n8short", "n4long", "w31", "small", "host")
+COMPARED = ("n2", "n4", "n8", "n2short", "n4short", "n8short", "n4join", "n4long", "w31", "small", "host")
 HOST_TARGET = 0.9  # the host-bound job's rate under gshare over its native rate
 JAIN_TARGET = 0.99
 AGGREGATE_TARGET = 1.0
 SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
 SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
+# Seconds a joining job's window grows by beyond the joins themselves: a
+# late process's interpreter, CUDA context and first steps (5-10 s on an
+# H200 host), so that all jobs still step together for about the window.
+JOIN_SETUP_S = 10.0
 # How the jobs run: natively, under gshare (its defaults and
 # SCHED_GSHARE_EXTRA), under gshare with every turn a job's own, with turns
 # shared among host-bound jobs only, with busy jobs that leave the GPU gaps
@@ -105,10 +117,21 @@ def host_argv(ctx, window):
     return small_argv(ctx, window) + ["--host-ms", str(common.env_float("SCHED_HOST_MS", 30.0))]
 
 
+def join_every(config):
+    return CONFIGS[config].get("join_every_s", 0.0)
+
+
+def window_for(config, window):
+    """The run's window: longer where jobs join one after another."""
+    every = join_every(config)
+    return window + every * (len(weights_of(config)) - 1) + JOIN_SETUP_S if every else window
+
+
 def run_config(ctx, config, mode, trial, window):
     weights = weights_of(config)
     small = CONFIGS[config].get("small", False)
     host = CONFIGS[config].get("host", False)
+    every = join_every(config)
     jobs = []
     under_gshare = mode in UNDER_GSHARE
     weighted = under_gshare and len(set(weights)) > 1
@@ -120,16 +143,18 @@ def run_config(ctx, config, mode, trial, window):
         jobs.append((f"job{index}", argv, job_vars))
     # Many processes start their interpreters and contexts at once.
     ready_timeout = 90.0 + 3.0 * len(weights) if len(weights) > 8 else 90.0
+    late = {job: index * every for index, (job, _, _) in enumerate(jobs) if index > 0} if every else None
     record = ctx.run_barrier(f"{config}-{mode}-t{trial}", "gshare" if under_gshare else "native", jobs, window,
-                             gshare_vars=MODE_VARS.get(mode), ready_timeout=ready_timeout)
+                             gshare_vars=MODE_VARS.get(mode), ready_timeout=ready_timeout, late=late)
     record.update(config=config, trial=trial, mode=mode)
-    return common.require_metrics(record, metrics.train(record, weights if under_gshare else None))
+    return common.require_metrics(record, metrics.train(record, weights if under_gshare else None,
+                                                        from_last_join=bool(every)))
 
 
 def body(ctx, state):
     window = common.env_float("SCHED_WINDOW_S", 15.0)
     small_window = common.env_float("SCHED_SMALL_WINDOW_S", 30.0)
-    window_of = {c: small_window if CONFIGS[c].get("small") else window for c in CONFIGS}
+    window_of = {c: small_window if CONFIGS[c].get("small") else window_for(c, window) for c in CONFIGS}
     trials = common.env_int("SCHED_TRIALS", 5)
     chosen = common.env_words("SCHED_FAIR_CONFIGS") or list(COMPARED)
     unknown = [c for c in chosen if c not in COMPARED]

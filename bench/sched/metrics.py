@@ -21,13 +21,15 @@ def _train_results(record):
     return names, results
 
 
-def train(record, weights=None):
+def train(record, weights=None, from_last_join=False):
     """Throughput of each training job over the window in which all of them
     ran: from T0 to the earliest last step end (each job steps until the
-    window is over, so every job was running throughout). Shares of the
-    steps, Jain's index of throughput / weight, per-second Jain's index,
-    and step latencies (time between consecutive step ends, the first from
-    T0) pooled over the jobs, in ms. None if the experiment failed."""
+    window is over, so every job was running throughout); with
+    `from_last_join` (jobs that joined one after another), from the first
+    step end of the job that joined last. Shares of the steps, Jain's index
+    of throughput / weight, per-second Jain's index, and step latencies
+    (time between consecutive step ends, the first from the window's start)
+    pooled over the jobs, in ms. None if the experiment failed."""
     names, results = _train_results(record)
     if names is None:
         return None
@@ -35,24 +37,26 @@ def train(record, weights=None):
     if len(weights) != len(names):
         raise ValueError(f"{len(weights)} weights for {len(names)} jobs")
     ends = [r["step_ends"] for r in results]
-    window = min(e[-1] for e in ends)
+    start = max(e[0] for e in ends) if from_last_join else 0.0
+    end = min(e[-1] for e in ends)
+    window = end - start
     if window <= 0:
         return None
-    steps = [stats.count_in_window(e, 0.0, window) for e in ends]
+    steps = [stats.count_in_window(e, start, end) for e in ends]
     rates = [s / window for s in steps]
-    per_second = [stats.per_second_counts(e, 0.0, window) for e in ends]
+    per_second = [stats.per_second_counts(e, start, end) for e in ends]
     seconds = min(len(p) for p in per_second)
     per_second_jain = [stats.jain([per_second[j][k] / weights[j] for j in range(len(names))])
                        for k in range(seconds)]
     per_second_jain = [j for j in per_second_jain if j is not None]
-    latencies = [gap for e in ends for gap in stats.intervals_between(e, 0.0, window)]
+    latencies = [gap for e in ends for gap in stats.intervals_between(e, start, end)]
     # Under time-slicing each job's steps come in turns: how many turns it
     # had, and how long its steps took inside them (the host's speed for
     # that process, which equal turn time cannot even out).
-    turns = [stats.runs(e, 0.0, window) for e in ends]
+    turns = [stats.runs(e, start, end) for e in ends]
     in_turn = [stats.mean([b - a for run in job for a, b in zip(run, run[1:])]) for job in turns]
     return {
-        "jobs": names, "weights": weights, "window_s": window, "steps": steps,
+        "jobs": names, "weights": weights, "window_s": window, "window_from_s": start, "steps": steps,
         "steps_per_s": rates, "aggregate_steps_per_s": sum(rates),
         "shares": stats.shares(steps),
         "jain": stats.jain([r / w for r, w in zip(rates, weights)]),

@@ -63,6 +63,17 @@ class TrainMetrics(unittest.TestCase):
         self.assertAlmostEqual(m["window_s"], 10.0)
         self.assertEqual(m["steps"], [20, 3])
 
+    def test_jobs_joining_one_after_another_count_from_the_last_join(self):
+        # job1 joins at 2 s: both are counted from its first step end (2.5).
+        late = {"kind": "train", "step_ends": [2.0 + 0.5 * k for k in range(1, 17)]}
+        m = metrics.train(record({"job0": train_result(0.5, 10), "job1": late}), from_last_join=True)
+        self.assertAlmostEqual(m["window_from_s"], 2.5)
+        self.assertAlmostEqual(m["window_s"], 7.5)
+        self.assertEqual(m["steps"], [15, 15])
+        self.assertAlmostEqual(m["jain"], 1.0)
+        # From T0, the late job would read as starved.
+        self.assertLess(metrics.train(record({"job0": train_result(0.5, 10), "job1": late}))["jain"], 0.99)
+
     def test_weights(self):
         jobs = {"job0": train_result(0.01, 10), "job1": train_result(0.03, 10)}
         m = metrics.train(record(jobs), weights=[3, 1])
