@@ -66,9 +66,9 @@ CONFIGS = {
     "n4short": {"weights": [1] * 4, "label": "4 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
     "n8short": {"weights": [1] * 8, "label": "8 jobs of short steps (batch 2048)", "args": ["--batch", "2048"]},
     # The same four joining one after another, each process started
-    # JOIN_EVERY_S after the last: their set-up and first steps run beside
-    # the others' steps (start order, not a barrier). Measured from the
-    # last one's first step.
+    # join_every_s after the one before: their set-up and first steps run
+    # beside the others' steps (start order, not a barrier). Measured from
+    # the last one's first step.
     "n4join": {"weights": [1] * 4, "label": "4 jobs of short steps joining 2 s apart", "args": ["--batch", "2048"],
                "join_every_s": 2.0},
     "n4long": {"weights": [1] * 4, "label": "4 jobs of long steps (batch 49152)", "args": ["--batch", "49152"]},
@@ -83,9 +83,10 @@ AGGREGATE_TARGET = 1.0
 SPREAD_TARGET = 0.9  # the slowest small job's rate over the fastest's
 SMALL_ARGS = ["--width", "256", "--depth", "4", "--batch", "512"]
 # Seconds a joining job's window grows by beyond the joins themselves: a
-# late process's interpreter, CUDA context and first steps (5-10 s on an
-# H200 host), so that all jobs still step together for about the window.
-JOIN_SETUP_S = 10.0
+# late process's interpreter, CUDA context and warm-up steps (9-11 s to
+# ready on an H200 host), so that all jobs still step together for about
+# the window.
+JOIN_SETUP_S = 12.0
 # How the jobs run: natively, under gshare (its defaults and
 # SCHED_GSHARE_EXTRA), under gshare with every turn a job's own, with turns
 # shared among host-bound jobs only, with busy jobs that leave the GPU gaps
