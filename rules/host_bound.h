@@ -67,6 +67,7 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
   // about ten times in 20 ms: judged on one wait fewer, it would lose its
   // streak.)
   if (waits < tunables::kHostBoundMinWaits && run_ns < tunables::kHostBoundFewWaitsNs) return false;
+  if (read_permille != 0) state->busy_permille = read_permille;
   if (shared) {
     const double share = double(wait_ns) / double(run_ns);
     const bool enough_waits = waits >= tunables::kHostBoundMinWaits;
@@ -76,7 +77,6 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
       *state = {};
       return true;
     }
-    if (read_permille != 0) state->busy_permille = read_permille;
     if (enough_waits && share >= tunables::kHostBoundLeaveShare)
       state->doubts++;
     else if (state->doubts > 0)
@@ -91,7 +91,6 @@ inline bool judge_host_bound(HostBoundState* state, uint64_t run_ns, uint64_t wa
     *state = {};
     return true;
   }
-  if (read_permille != 0) state->busy_permille = read_permille;
   const double share = double(wait_ns) / double(run_ns);
   if (state->host_bound) {
     if (share < tunables::kHostBoundLeaveShare && state->busy_permille <= tunables::kHostBoundLeaveBusy) return true;
